@@ -1,0 +1,100 @@
+// kvstream/model.h — the reference LLM engine that produces real KV caches.
+//
+// A small Llama-family engine (llama2.c, safetensors and GGUF checkpoints) whose job is to give kvstream
+// real KV caches and to measure what a codec costs in quality. It is not a serving engine: one sequence,
+// fp32 activations, OpenBLAS matrix products. A Model is immutable after Load and safe to share between
+// threads; each thread runs its own forward passes with its own KvCache.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvstream/status.h"
+#include "kvstream/tensor.h"
+
+namespace kvstream {
+
+// How q/k pairs are rotated: llama2.c/Meta interleave (x[2i], x[2i+1]); Hugging Face rotates halves
+// (x[i], x[i + head_dim/2]).
+enum class RopeLayout : uint8_t { kInterleaved = 0, kRotateHalf = 1 };
+
+struct ModelConfig {
+  std::string name;           // short name or file stem, for reports
+  int dim = 0;                // hidden size
+  int hidden_dim = 0;         // FFN intermediate size
+  int n_layers = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int vocab_size = 0;
+  int max_seq_len = 0;
+  float rope_theta = 10000.0f;
+  float rms_eps = 1e-5f;
+  RopeLayout rope_layout = RopeLayout::kInterleaved;
+  bool tied_embeddings = true;
+
+  int kv_dim() const { return n_kv_heads * head_dim; }
+};
+
+// Text <-> token ids. Encode never fails on valid UTF-8 or arbitrary bytes (byte fallback); Decode of
+// Encode's output gives the text back.
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  virtual std::vector<int> Encode(const std::string& text, bool add_bos) const = 0;
+  virtual std::string Decode(const std::vector<int>& ids) const = 0;
+  virtual int vocab_size() const = 0;
+  virtual int bos_id() const = 0;  // -1 when the vocabulary has none
+  virtual int eos_id() const = 0;  // -1 when the vocabulary has none
+};
+
+// A model's KV cache for one sequence: keys and values of every layer, dense fp32,
+// [layers][tokens][kv_dim] with kv_dim = n_kv_heads * head_dim; keys are stored after RoPE, as serving
+// engines keep them. `tokens` is the number of positions filled; `capacity` the number allocated.
+struct KvCache {
+  int layers = 0;
+  int kv_dim = 0;
+  int tokens = 0;
+  int capacity = 0;
+  std::vector<float> k;  // layers * capacity * kv_dim
+  std::vector<float> v;
+
+  static KvCache Allocate(const ModelConfig& config, int capacity);
+  // Views of the first `tokens` positions (strides cover `capacity`).
+  TensorView keys();
+  TensorView values();
+  TensorView keys() const;
+  TensorView values() const;
+};
+
+struct LoadOptions {
+  std::string tokenizer_path;  // overrides the tokenizer found beside or inside the model file
+  int threads = 0;             // forward-pass threads; 0 = all cores
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // Loads a model by short name ("stories260K", "tinystories656k", "smollm2") or by path (a .bin
+  // llama2.c checkpoint, a .gguf file, or a folder holding model.safetensors + config.json). A
+  // truncated, corrupt or unsupported file gives an error naming the file, the field and what was
+  // expected.
+  static Result<std::unique_ptr<Model>> Load(const std::string& name_or_path, const LoadOptions& options = {});
+
+  virtual const ModelConfig& config() const = 0;
+  virtual const Tokenizer& tokenizer() const = 0;
+
+  // Runs `tokens` at positions [cache.tokens, cache.tokens + n) as one batch, appending their keys and
+  // values to `cache`. If `logits` is non-null it receives n * vocab_size floats, the next-token logits
+  // after each input token. Fails if the cache lacks capacity or positions exceed max_seq_len.
+  virtual Status Forward(const std::vector<int>& tokens, KvCache& cache, std::vector<float>* logits) const = 0;
+};
+
+// Resolves a model short name or path to the file or folder Load would open, fetching SmolLM2 into the
+// cache folder when asked for by name (see docs). Exposed for the CLI and tests.
+Result<std::string> ResolveModelPath(const std::string& name_or_path);
+
+}  // namespace kvstream

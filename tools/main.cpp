@@ -1,0 +1,69 @@
+// `kvstream` — entry point: finds the subcommand, parses its flags, prints errors.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tools/command.h"
+
+namespace {
+
+void PrintUsage() {
+  std::printf(
+      "kvstream — compress, stream and measure LLM KV caches\n\n"
+      "usage: kvstream COMMAND [flags]    (kvstream COMMAND --help for its flags)\n\n"
+      "commands:\n");
+  for (const auto& [name, cmd] : kvstream::cli::Commands()) {
+    std::printf("  %-16s %s\n", name.c_str(), cmd.summary.c_str());
+  }
+  std::printf(
+      "\nEvery flag --name can also be set by the environment variable KVSTREAM_NAME\n"
+      "(upper case, '-' -> '_'); a flag on the command line wins.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> words(argv + 1, argv + argc);
+  if (words.empty() || words[0] == "--help" || words[0] == "-h" || words[0] == "help") {
+    PrintUsage();
+    return words.empty() ? 2 : 0;
+  }
+  const auto& commands = kvstream::cli::Commands();
+  const kvstream::cli::Command* command = nullptr;
+  size_t used = 0;
+  if (words.size() >= 2) {
+    auto it = commands.find(words[0] + " " + words[1]);
+    if (it != commands.end()) {
+      command = &it->second;
+      used = 2;
+    }
+  }
+  if (!command) {
+    auto it = commands.find(words[0]);
+    if (it != commands.end()) {
+      command = &it->second;
+      used = 1;
+    }
+  }
+  if (!command) {
+    std::fprintf(stderr, "kvstream: unknown command '%s'\n\n", words[0].c_str());
+    PrintUsage();
+    return 2;
+  }
+  std::vector<std::string> rest(words.begin() + static_cast<long>(used), words.end());
+  for (const auto& w : rest) {
+    if (w == "--help" || w == "-h") {
+      std::printf("kvstream %s — %s\n\n%s\n", command->name.c_str(), command->summary.c_str(), command->help.c_str());
+      return 0;
+    }
+  }
+  auto args = kvstream::cli::Args::Parse(rest, command->flags, command->switches);
+  if (!args.ok()) {
+    std::fprintf(stderr, "kvstream %s: %s\n", command->name.c_str(), args.status().ToString().c_str());
+    return 2;
+  }
+  kvstream::Status status = command->run(*args);
+  if (status.ok()) return 0;
+  std::fprintf(stderr, "kvstream %s: %s\n", command->name.c_str(), status.ToString().c_str());
+  return status.code() == kvstream::StatusCode::kInvalidArgument ? 2 : 1;
+}
