@@ -1,0 +1,66 @@
+// kvstream/level_policy.h — how a Receiver chooses each chunk's level during a fetch.
+//
+// The stream layer drives a LevelPolicy: Begin once with the context's manifest and deadline, then for
+// every chunk Choose (before requesting it) and Observe (after it is decoded). The scheduler implements
+// the adaptive policies; FixedLevelPolicy is the trivial one. A policy object serves one fetch at a time
+// and is called from one thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvstream/level.h"
+
+namespace kvstream {
+
+struct LevelInfo {
+  Level level = kLevelFp16;
+  double quality = 1.0;  // measured top-1 agreement with the original KV (1.0 for fp16), from the profile
+};
+
+// What the sender advertises for a context: its chunks and each chunk's size at every offered level.
+struct FetchManifest {
+  int num_chunks = 0;
+  int total_tokens = 0;
+  std::vector<int> chunk_tokens;               // [chunk] tokens in the chunk (the last may be short)
+  std::vector<LevelInfo> levels;               // offered levels, in the order of bytes' inner index
+  std::vector<std::vector<uint64_t>> bytes;    // [chunk][level index] encoded size
+};
+
+// Measured after each chunk: what the scheduler's estimators learn from.
+struct ChunkTelemetry {
+  int chunk = 0;
+  Level level = kLevelFp16;
+  uint64_t bytes = 0;
+  double requested_at_s = 0;  // seconds since the fetch began
+  double received_at_s = 0;   // last byte arrived
+  double decoded_at_s = 0;    // chunk written into the destination (decode or recompute finished)
+  double transfer_s = 0;      // received_at - (when its first byte could start moving)
+  double decode_s = 0;        // decode (or text recompute) time alone
+};
+
+class LevelPolicy {
+ public:
+  virtual ~LevelPolicy() = default;
+  virtual std::string name() const = 0;
+  // A new fetch: `deadline_s` is the time budget from now until the whole context must be ready.
+  virtual void Begin(const FetchManifest& manifest, double deadline_s) = 0;
+  // The level for `chunk`, requested `now_s` seconds after Begin. Must be one of manifest.levels.
+  virtual Level Choose(int chunk, double now_s) = 0;
+  virtual void Observe(const ChunkTelemetry& telemetry) = 0;
+};
+
+class FixedLevelPolicy final : public LevelPolicy {
+ public:
+  explicit FixedLevelPolicy(Level level) : level_(level) {}
+  std::string name() const override { return "fixed-" + LevelName(level_); }
+  void Begin(const FetchManifest&, double) override {}
+  Level Choose(int, double) override { return level_; }
+  void Observe(const ChunkTelemetry&) override {}
+
+ private:
+  Level level_;
+};
+
+}  // namespace kvstream
