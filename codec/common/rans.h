@@ -1,12 +1,15 @@
 // Static-model interleaved rANS: the entropy coder shared by the chunk encoder and decoder.
 //
-// Contract (the byte format is specified in docs/format.md, "rANS stream"):
-//   * 32-bit states, 16-bit renormalisation, probabilities quantised to kRansProbBits (12) bits;
+// Contract (the byte format is specified in docs/rans.md):
+//   * 32-bit states kept in [2^16, 2^32), 16-bit renormalisation, probabilities quantised to
+//     kRansProbBits (12) bits;
 //   * symbols are bytes; a model covers an alphabet of at most 256 symbols;
 //   * symbol i of a stream is coded with models[i % period] (per-channel tables: period = channels);
-//   * several states are interleaved so that the decoder has independent dependency chains to overlap
-//     (and SIMD lanes / GPU threads to spread over).
+//   * kRansLanes states are interleaved (symbol i belongs to lane i % kRansLanes) so that the decoder has
+//     independent dependency chains to overlap, AVX2 lanes to fill and GPU threads to spread over.
 // The per-symbol decode step lives in rans_step.h as host/device code, so the CUDA kernels reuse it.
+// Encoding and decoding are pure functions of their arguments: any number of threads may code streams
+// at once with the same models.
 #pragma once
 
 #include <cstddef>
@@ -20,43 +23,70 @@ namespace kvstream::codec {
 inline constexpr int kRansProbBits = 12;
 inline constexpr uint32_t kRansProbScale = 1u << kRansProbBits;
 inline constexpr int kRansMaxAlphabet = 256;
+// Interleave width of a stream: part of the format (docs/rans.md).
+inline constexpr int kRansLanes = 32;
+
+// Per-symbol encoder constants: the division x / freq is done as a multiply by a 64-bit reciprocal.
+struct RansEncSymbol {
+  uint64_t rcp = 0;        // ceil(2^64 / freq), or 2^64 - 1 when freq == 1
+  uint32_t bias = 0;       // start, or start + 4095 when freq == 1
+  uint16_t cmpl_freq = 0;  // 4096 - freq
+  uint16_t freq = 0;       // 0: the symbol cannot be coded
+};
 
 // A static symbol distribution with frequencies that sum to kRansProbScale, plus the encoder's and
-// decoder's lookup tables derived from them. Symbols of frequency 0 cannot be coded.
+// decoder's lookup tables derived from them (about 23 KiB per model). Symbols of frequency 0, and symbols
+// at or above alphabet(), cannot be coded. Immutable once built; safe to share between threads.
 class RansModel {
  public:
-  // Quantises counts (alphabet <= 256) to frequencies summing to 2^12 so that every symbol with a
-  // non-zero count keeps a frequency >= 1, minimising the coded size of the counted data.
+  // Quantises counts (alphabet in [1, 256], not all zero) to frequencies summing to 2^12 such that every
+  // symbol with a non-zero count gets a frequency >= 1 and the coded size of the counted data,
+  // sum(count * -log2(freq / 2^12)), is the smallest possible.
   static Result<RansModel> FromCounts(const uint32_t* counts, int alphabet);
   // Adopts stored frequencies (from a profile or a chunk) after checking that they sum to 2^12.
   static Result<RansModel> FromFrequencies(const uint16_t* frequencies, int alphabet);
 
-  int alphabet() const;
-  const uint16_t* frequencies() const;
+  int alphabet() const { return alphabet_; }
+  // alphabet() entries.
+  const uint16_t* frequencies() const { return freq_.data(); }
   // Bits the model spends on symbol s: -log2(freq / 2^12); infinity when freq is 0.
-  double CostBits(uint8_t symbol) const;
-  // Detail for the coder: cumulative starts and the 4096-entry slot -> (symbol, freq, start) table.
-  // (Defined by rans.cpp; see rans_step.h for the decoder's packed entry layout.)
-  const uint32_t* decode_table() const;
-  const uint16_t* starts() const;
+  double CostBits(uint8_t symbol) const { return cost_[symbol]; }
+  // Detail for the coder. decode_table(): 4096 packed slot entries, layout in rans_step.h.
+  const uint32_t* decode_table() const { return slots_.data(); }
+  // 256 entries: cumulative frequency start of each symbol (0 past the alphabet).
+  const uint16_t* starts() const { return start_.data(); }
+  // 256 entries: encoder constants of each symbol (freq 0 past the alphabet).
+  const RansEncSymbol* encode_table() const { return enc_.data(); }
 
  private:
-  std::vector<uint16_t> freq_;
-  std::vector<uint16_t> start_;
-  std::vector<uint32_t> slots_;
+  RansModel() = default;
+  void BuildTables();
+
+  int alphabet_ = 0;
+  std::vector<uint16_t> freq_;   // 256 entries, zero past the alphabet
+  std::vector<uint16_t> start_;  // 256
+  std::vector<uint32_t> slots_;  // 4096
+  std::vector<RansEncSymbol> enc_;  // 256
+  std::vector<double> cost_;     // 256
 };
 
-// Appends the rANS stream of symbols[0, n) to *out; symbol i uses models[i % period]. Fails (with the
-// index and symbol) if a symbol has frequency 0 in its model.
+// Appends the rANS stream of symbols[0, n) to *out; symbol i uses models[i % period]. Fails with
+// InvalidArgument (naming the index, the symbol and the model) if a symbol has frequency 0 in its model.
+// On failure *out keeps its previous contents. n == 0 appends nothing.
 Status RansEncode(const uint8_t* symbols, size_t n, const RansModel* const* models, size_t period,
                   std::vector<uint8_t>* out);
 
-// Decodes exactly n symbols from data[0, size) into out. Never reads outside data: a stream that is
-// too short, has bytes left over, or ends in the wrong final state gives CorruptData.
+// Decodes exactly n symbols from data[0, size) into out[0, n). Never reads outside data: a stream that is
+// too short, has bytes left over, starts from an invalid state or ends in the wrong final state gives
+// CorruptData (out[0, n) is then unspecified). A corrupted stream that still decodes yields symbols of
+// non-zero frequency only. A stream does not record n or its own size: the container stores both.
+// Uses AVX2 when the CPU has it, unless the environment sets KVSTREAM_DISABLE_AVX2=1; both paths
+// produce identical results.
 Status RansDecode(const uint8_t* data, size_t size, const RansModel* const* models, size_t period,
                   uint8_t* out, size_t n);
 
 // Sum over symbols of the model's cost: the ideal coded size, for the entropy-overhead figure.
+// Infinity if a symbol has frequency 0 in its model.
 double RansIdealBits(const uint8_t* symbols, size_t n, const RansModel* const* models, size_t period);
 
 }  // namespace kvstream::codec

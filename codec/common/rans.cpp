@@ -1,0 +1,155 @@
+// rANS models: frequency normalisation and the encoder/decoder tables derived from the frequencies.
+#include "codec/common/rans.h"
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "codec/common/rans_step.h"
+
+namespace kvstream::codec {
+namespace {
+
+// log2(f) for f in [0, 4097]; log2(0) is never used as a cost because frequencies stay >= 1.
+const std::array<double, kRansProbScale + 2>& Log2Table() {
+  static const std::array<double, kRansProbScale + 2> table = [] {
+    std::array<double, kRansProbScale + 2> t{};
+    for (size_t f = 1; f < t.size(); ++f) t[f] = std::log2(static_cast<double>(f));
+    return t;
+  }();
+  return table;
+}
+
+Status CheckAlphabet(int alphabet, const char* what) {
+  if (alphabet < 1 || alphabet > kRansMaxAlphabet) {
+    return Status::InvalidArgument(std::string(what) + ": alphabet = " + std::to_string(alphabet) +
+                                   ", expected 1.." + std::to_string(kRansMaxAlphabet));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<RansModel> RansModel::FromCounts(const uint32_t* counts, int alphabet) {
+  KVSTREAM_RETURN_IF_ERROR(CheckAlphabet(alphabet, "rANS counts"));
+  if (counts == nullptr) return Status::InvalidArgument("rANS counts: null counts");
+  uint64_t total = 0;
+  for (int s = 0; s < alphabet; ++s) total += counts[s];
+  if (total == 0) {
+    return Status::InvalidArgument("rANS counts: all " + std::to_string(alphabet) +
+                                   " counts are zero, nothing to model");
+  }
+
+  // Start from the proportional share rounded down (at least 1), then move single units of probability
+  // greedily. The cost sum(c * -log2 f) is separable and convex in each f, so the allocation is optimal
+  // exactly when no unit can move from one symbol to another with a gain; the exchange loop below ends
+  // in that state.
+  const auto& lg = Log2Table();
+  std::array<uint32_t, kRansMaxAlphabet> f{};
+  uint32_t sum = 0;
+  for (int s = 0; s < alphabet; ++s) {
+    if (counts[s] == 0) continue;
+    const uint64_t share = static_cast<uint64_t>(counts[s]) * kRansProbScale / total;
+    f[s] = share == 0 ? 1u : static_cast<uint32_t>(share);
+    sum += f[s];
+  }
+  auto gain = [&](int s) { return counts[s] * (lg[f[s] + 1] - lg[f[s]]); };   // of f[s] + 1
+  auto loss = [&](int s) { return counts[s] * (lg[f[s]] - lg[f[s] - 1]); };   // of f[s] - 1
+  auto best_gain = [&] {
+    int best = -1;
+    for (int s = 0; s < alphabet; ++s) {
+      if (counts[s] != 0 && (best < 0 || gain(s) > gain(best))) best = s;
+    }
+    return best;
+  };
+  auto least_loss = [&] {
+    int best = -1;
+    for (int s = 0; s < alphabet; ++s) {
+      if (f[s] > 1 && (best < 0 || loss(s) < loss(best))) best = s;
+    }
+    return best;
+  };
+  while (sum < kRansProbScale) {
+    ++f[best_gain()];
+    ++sum;
+  }
+  while (sum > kRansProbScale) {  // only when many symbols were raised to 1; some f > 1 must exist
+    --f[least_loss()];
+    --sum;
+  }
+  for (int iter = 0; iter < static_cast<int>(kRansProbScale); ++iter) {
+    const int up = best_gain();
+    const int down = least_loss();
+    if (down < 0 || up == down || gain(up) <= loss(down) * (1.0 + 1e-12)) break;
+    ++f[up];
+    --f[down];
+  }
+
+  RansModel model;
+  model.alphabet_ = alphabet;
+  model.freq_.assign(kRansMaxAlphabet, 0);
+  for (int s = 0; s < alphabet; ++s) model.freq_[s] = static_cast<uint16_t>(f[s]);
+  model.BuildTables();
+  return model;
+}
+
+Result<RansModel> RansModel::FromFrequencies(const uint16_t* frequencies, int alphabet) {
+  KVSTREAM_RETURN_IF_ERROR(CheckAlphabet(alphabet, "rANS frequencies"));
+  if (frequencies == nullptr) return Status::InvalidArgument("rANS frequencies: null frequencies");
+  uint32_t sum = 0;
+  for (int s = 0; s < alphabet; ++s) sum += frequencies[s];
+  if (sum != kRansProbScale) {
+    return Status::InvalidArgument("rANS frequencies: sum = " + std::to_string(sum) + " over " +
+                                   std::to_string(alphabet) + " symbols, expected " +
+                                   std::to_string(kRansProbScale));
+  }
+  RansModel model;
+  model.alphabet_ = alphabet;
+  model.freq_.assign(kRansMaxAlphabet, 0);
+  for (int s = 0; s < alphabet; ++s) model.freq_[s] = frequencies[s];
+  model.BuildTables();
+  return model;
+}
+
+void RansModel::BuildTables() {
+  start_.assign(kRansMaxAlphabet, 0);
+  slots_.assign(kRansProbScale, 0);
+  enc_.assign(kRansMaxAlphabet, RansEncSymbol{});
+  cost_.assign(kRansMaxAlphabet, std::numeric_limits<double>::infinity());
+  uint32_t start = 0;
+  for (int s = 0; s < kRansMaxAlphabet; ++s) {
+    const uint32_t freq = freq_[s];
+    start_[s] = static_cast<uint16_t>(start);
+    if (freq == 0) continue;
+    for (uint32_t k = 0; k < freq; ++k) slots_[start + k] = RansPackSlot(static_cast<uint32_t>(s), freq, k);
+    RansEncSymbol& e = enc_[s];
+    e.freq = static_cast<uint16_t>(freq);
+    e.cmpl_freq = static_cast<uint16_t>(kRansProbScale - freq);
+    if (freq == 1) {
+      // floor(x * (2^64 - 1) / 2^64) = x - 1 for x >= 1; the bias puts back the missing 4096 - 1.
+      e.rcp = ~uint64_t{0};
+      e.bias = start + kRansProbScale - 1;
+    } else {
+      // rcp = ceil(2^64 / freq). q = floor(x * rcp / 2^64) = floor(x / freq) exactly for x < 2^32: the
+      // reciprocal's error adds less than x / 2^64 < 2^-32, which cannot reach the gap of at least
+      // 1 / freq >= 2^-12 between x / freq and the next integer.
+      e.rcp = ~uint64_t{0} / freq + 1;
+      e.bias = start;
+    }
+    cost_[s] = kRansProbBits - Log2Table()[freq];
+    start += freq;
+  }
+}
+
+double RansIdealBits(const uint8_t* symbols, size_t n, const RansModel* const* models, size_t period) {
+  double bits = 0;
+  size_t m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    bits += models[m]->CostBits(symbols[i]);
+    if (++m == period) m = 0;
+  }
+  return bits;
+}
+
+}  // namespace kvstream::codec

@@ -1,0 +1,80 @@
+// rANS encoder: codes symbols backwards into kRansLanes interleaved states (format: docs/rans.md).
+#include <cstring>
+#include <string>
+
+#include "codec/common/rans.h"
+#include "codec/common/rans_step.h"
+
+namespace kvstream::codec {
+namespace {
+
+inline uint32_t MulHi64(uint32_t x, uint64_t rcp) {
+  return static_cast<uint32_t>((static_cast<unsigned __int128>(x) * rcp) >> 64);
+}
+
+}  // namespace
+
+Status RansEncode(const uint8_t* symbols, size_t n, const RansModel* const* models, size_t period,
+                  std::vector<uint8_t>* out) {
+  if (out == nullptr) return Status::InvalidArgument("rANS encode: null output");
+  if (n == 0) return Status::Ok();
+  if (symbols == nullptr || models == nullptr || period == 0) {
+    return Status::InvalidArgument("rANS encode: null symbols or models, or period 0 (period = " +
+                                   std::to_string(period) + ")");
+  }
+  std::vector<const RansEncSymbol*> tables(period);
+  for (size_t m = 0; m < period; ++m) {
+    if (models[m] == nullptr) return Status::InvalidArgument("rANS encode: model " + std::to_string(m) + " is null");
+    tables[m] = models[m]->encode_table();
+  }
+
+  constexpr size_t kLanes = kRansLanes;
+  const size_t lanes_used = n < kLanes ? n : kLanes;
+  const size_t header = 4 * lanes_used;
+  const size_t old_size = out->size();
+  // Every symbol emits at most one word; two spare bytes below the words absorb the unconditional store
+  // of the branch-free renormalisation.
+  out->resize(old_size + header + 2 + 2 * n);
+  uint8_t* const base = out->data() + old_size;
+  uint8_t* const end = base + out->size() - old_size;
+  uint8_t* ptr = end;
+
+  uint32_t state[kLanes];
+  for (auto& x : state) x = kRansStateLow;
+
+  // Backwards over the symbols: the decoder reads words in the reverse order of their emission, so it
+  // sees, within each group of kLanes symbols, the words of lanes 0, 1, ... in that order.
+  size_t m = (n - 1) % period;
+  for (size_t i = n; i-- > 0;) {
+    const uint8_t s = symbols[i];
+    const RansEncSymbol& e = tables[m][s];
+    m = m == 0 ? period - 1 : m - 1;
+    if (e.freq == 0) [[unlikely]] {
+      out->resize(old_size);
+      return Status::InvalidArgument("rANS encode: symbol " + std::to_string(s) + " at index " +
+                                     std::to_string(i) + " has frequency 0 in model " +
+                                     std::to_string(i % period) + " (alphabet " +
+                                     std::to_string(models[i % period]->alphabet()) + ")");
+    }
+    uint32_t x = state[i % kLanes];
+    // Emit the low word when coding would overflow 32 bits: x >= freq << 20.
+    // Branch-free: with entropies of a few bits per symbol the branch would be mispredicted often.
+    const uint32_t emit = (x >> 20) >= e.freq ? 1u : 0u;
+    ptr[-2] = static_cast<uint8_t>(x);
+    ptr[-1] = static_cast<uint8_t>(x >> 8);
+    ptr -= 2 * emit;
+    x >>= 16 * emit;
+    const uint32_t q = MulHi64(x, e.rcp);
+    state[i % kLanes] = x + e.bias + q * e.cmpl_freq;
+  }
+
+  for (size_t j = 0; j < lanes_used; ++j) {
+    for (int b = 0; b < 4; ++b) base[4 * j + b] = static_cast<uint8_t>(state[j] >> (8 * b));
+  }
+  const size_t words_bytes = static_cast<size_t>(end - ptr);
+  std::memmove(base + header, ptr, words_bytes);
+  out->resize(old_size + header + words_bytes);
+  return Status::Ok();
+}
+
+}  // namespace kvstream::codec

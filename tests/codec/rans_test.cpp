@@ -1,0 +1,444 @@
+// Tests of the rANS coder: frequency normalisation, round trips, agreement with a reference coder written
+// from docs/rans.md, size against the ideal, AVX2 == scalar, and corrupt streams.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codec/common/rans.h"
+
+namespace kvstream::codec {
+namespace {
+
+// Symbols of a discretised Laplacian centred in the alphabet: the shape of quantised KV values.
+std::vector<uint8_t> LaplaceSymbols(size_t n, double scale, int alphabet, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::exponential_distribution<double> magnitude(1.0 / scale);
+  std::bernoulli_distribution sign(0.5);
+  std::vector<uint8_t> out(n);
+  const int centre = alphabet / 2;
+  for (auto& s : out) {
+    const int v = centre + (sign(rng) ? 1 : -1) * static_cast<int>(std::lround(magnitude(rng)));
+    s = static_cast<uint8_t>(std::clamp(v, 0, alphabet - 1));
+  }
+  return out;
+}
+
+std::vector<uint8_t> UniformSymbols(size_t n, int alphabet, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(0, alphabet - 1);
+  std::vector<uint8_t> out(n);
+  for (auto& s : out) s = static_cast<uint8_t>(d(rng));
+  return out;
+}
+
+// One model per position modulo period, from the counts of the symbols it codes.
+std::vector<RansModel> ModelsFor(const std::vector<uint8_t>& symbols, size_t period, int alphabet) {
+  std::vector<std::vector<uint32_t>> counts(period, std::vector<uint32_t>(alphabet, 0));
+  for (size_t i = 0; i < symbols.size(); ++i) ++counts[i % period][symbols[i]];
+  std::vector<RansModel> models;
+  for (auto& c : counts) {
+    if (std::all_of(c.begin(), c.end(), [](uint32_t v) { return v == 0; })) c[0] = 1;
+    auto model = RansModel::FromCounts(c.data(), alphabet);
+    EXPECT_TRUE(model.ok()) << model.status().ToString();
+    models.push_back(std::move(model).value());
+  }
+  return models;
+}
+
+std::vector<const RansModel*> Pointers(const std::vector<RansModel>& models) {
+  std::vector<const RansModel*> p;
+  for (const auto& m : models) p.push_back(&m);
+  return p;
+}
+
+// Decodes with the AVX2 kernel allowed (where the CPU has it) or forced off.
+Status Decode(bool scalar, const std::vector<uint8_t>& stream, const std::vector<const RansModel*>& models,
+              std::vector<uint8_t>* out) {
+  if (scalar) setenv("KVSTREAM_DISABLE_AVX2", "1", 1);
+  Status st = RansDecode(stream.data(), stream.size(), models.data(), models.size(), out->data(), out->size());
+  if (scalar) unsetenv("KVSTREAM_DISABLE_AVX2");
+  return st;
+}
+
+// The reference coder, written from docs/rans.md with plain division and a linear search of the
+// cumulative frequencies instead of the library's tables.
+constexpr int kLanes = 32;
+
+std::vector<uint8_t> ReferenceEncode(const std::vector<uint8_t>& symbols,
+                                     const std::vector<const RansModel*>& models) {
+  const size_t n = symbols.size();
+  std::vector<uint32_t> x(kLanes, 1u << 16);
+  std::vector<uint16_t> emitted;
+  for (size_t i = n; i-- > 0;) {
+    const RansModel& m = *models[i % models.size()];
+    const uint64_t f = m.frequencies()[symbols[i]];
+    uint64_t start = 0;
+    for (int s = 0; s < symbols[i]; ++s) start += m.frequencies()[s];
+    uint64_t v = x[i % kLanes];
+    if (v >= f << 20) {
+      emitted.push_back(static_cast<uint16_t>(v));
+      v >>= 16;
+    }
+    x[i % kLanes] = static_cast<uint32_t>((v / f) * 4096 + v % f + start);
+  }
+  std::vector<uint8_t> out;
+  for (size_t j = 0; j < std::min<size_t>(n, kLanes); ++j) {
+    for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(x[j] >> (8 * b)));
+  }
+  for (auto it = emitted.rbegin(); it != emitted.rend(); ++it) {
+    out.push_back(static_cast<uint8_t>(*it));
+    out.push_back(static_cast<uint8_t>(*it >> 8));
+  }
+  return out;
+}
+
+bool ReferenceDecode(const std::vector<uint8_t>& stream, const std::vector<const RansModel*>& models,
+                     std::vector<uint8_t>* out) {
+  const size_t n = out->size();
+  const size_t lanes = std::min<size_t>(n, kLanes);
+  if (stream.size() < 4 * lanes) return false;
+  std::vector<uint32_t> x(kLanes, 1u << 16);
+  for (size_t j = 0; j < lanes; ++j) {
+    x[j] = stream[4 * j] | (stream[4 * j + 1] << 8) | (stream[4 * j + 2] << 16) |
+           (static_cast<uint32_t>(stream[4 * j + 3]) << 24);
+  }
+  size_t pos = 4 * lanes;
+  for (size_t i = 0; i < n; ++i) {
+    const RansModel& m = *models[i % models.size()];
+    uint32_t& v = x[i % kLanes];
+    const uint32_t slot = v & 4095;
+    int s = 0;
+    uint32_t start = 0;
+    while (start + m.frequencies()[s] <= slot) start += m.frequencies()[s++];
+    (*out)[i] = static_cast<uint8_t>(s);
+    v = m.frequencies()[s] * (v >> 12) + slot - start;
+    if (v < (1u << 16)) {
+      if (pos + 2 > stream.size()) return false;
+      v = (v << 16) | stream[pos] | (stream[pos + 1] << 8);
+      pos += 2;
+    }
+  }
+  return pos == stream.size() &&
+         std::all_of(x.begin(), x.end(), [](uint32_t v) { return v == (1u << 16); });
+}
+
+double CostOf(const std::vector<uint32_t>& counts, const uint16_t* f) {
+  double bits = 0;
+  for (size_t s = 0; s < counts.size(); ++s) {
+    if (counts[s] != 0) bits += counts[s] * (12 - std::log2(f[s]));
+  }
+  return bits;
+}
+
+TEST(RansModel, FromCountsSumsTo4096AndKeepsEverySeenSymbol) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int alphabet = 1 + static_cast<int>(rng() % 256);
+    std::vector<uint32_t> counts(alphabet);
+    for (auto& c : counts) c = (rng() % 3 == 0) ? 0 : (rng() % 4 == 0 ? rng() % 1000000 : rng() % 5);
+    counts[rng() % alphabet] += 1;
+    auto model = RansModel::FromCounts(counts.data(), alphabet);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    uint32_t sum = 0;
+    for (int s = 0; s < alphabet; ++s) {
+      sum += model->frequencies()[s];
+      EXPECT_EQ(counts[s] == 0, model->frequencies()[s] == 0) << "symbol " << s;
+    }
+    EXPECT_EQ(sum, 4096u);
+  }
+}
+
+TEST(RansModel, FromCountsIsOptimal) {
+  // Reference optimum: every seen symbol starts at 1 and each remaining unit goes where it saves most;
+  // with a separable concave gain this greedy allocation is optimal.
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int alphabet = 2 + static_cast<int>(rng() % 200);
+    std::vector<uint32_t> counts(alphabet);
+    for (int s = 0; s < alphabet; ++s) {
+      counts[s] = static_cast<uint32_t>(100000.0 * std::exp(-std::abs(s - alphabet / 2) / (1.0 + trial % 7)));
+    }
+    std::vector<uint16_t> ref(alphabet, 0);
+    int units = 4096;
+    for (int s = 0; s < alphabet; ++s) {
+      if (counts[s] != 0) ref[s] = 1, --units;
+    }
+    for (; units > 0; --units) {
+      int best = -1;
+      double best_gain = -1;
+      for (int s = 0; s < alphabet; ++s) {
+        if (counts[s] == 0) continue;
+        const double g = counts[s] * (std::log2(ref[s] + 1.0) - std::log2(ref[s]));
+        if (g > best_gain) best_gain = g, best = s;
+      }
+      ++ref[best];
+    }
+    auto model = RansModel::FromCounts(counts.data(), alphabet);
+    ASSERT_TRUE(model.ok());
+    const double ours = CostOf(counts, model->frequencies());
+    const double optimum = CostOf(counts, ref.data());
+    EXPECT_LE(ours, optimum * (1 + 1e-9) + 1e-6) << "trial " << trial;
+  }
+}
+
+TEST(RansModel, RejectsBadInput) {
+  std::vector<uint32_t> zeros(16, 0);
+  EXPECT_EQ(RansModel::FromCounts(zeros.data(), 16).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(RansModel::FromCounts(zeros.data(), 0).status().code(), StatusCode::kInvalidArgument);
+  std::vector<uint32_t> many(300, 1);
+  EXPECT_EQ(RansModel::FromCounts(many.data(), 257).status().code(), StatusCode::kInvalidArgument);
+
+  std::vector<uint16_t> f(4, 1024);
+  EXPECT_TRUE(RansModel::FromFrequencies(f.data(), 4).ok());
+  f[3] = 1023;
+  auto bad = RansModel::FromFrequencies(f.data(), 4);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("4095"), std::string::npos) << bad.status().message();
+  EXPECT_FALSE(RansModel::FromFrequencies(f.data(), 257).ok());
+}
+
+TEST(RansModel, ReciprocalDivisionIsExact) {
+  // The encoder's x / freq by reciprocal, over the whole range of states it is applied to.
+  std::mt19937 rng(3);
+  auto model_for = [](uint16_t freq) {
+    std::vector<uint16_t> f(2, 0);
+    f[0] = freq;
+    f[1] = static_cast<uint16_t>(4096 - freq);
+    return RansModel::FromFrequencies(f.data(), freq == 4096 ? 1 : 2).value();
+  };
+  for (uint32_t freq = 1; freq <= 4096; ++freq) {
+    const RansModel model = model_for(static_cast<uint16_t>(freq));
+    const RansEncSymbol& e = model.encode_table()[0];
+    const uint64_t hi = std::min<uint64_t>(uint64_t{freq} << 20, uint64_t{1} << 32);
+    for (int k = 0; k < 64; ++k) {
+      uint64_t x = k < 16 ? (uint64_t{freq} << 4) + k : k < 32 ? hi - 1 - (k - 16) : (freq << 4) + rng() % (hi - (freq << 4));
+      const uint32_t q = static_cast<uint32_t>((static_cast<unsigned __int128>(x) * e.rcp) >> 64);
+      const uint32_t got = static_cast<uint32_t>(x) + e.bias + q * e.cmpl_freq;
+      ASSERT_EQ(got, (x / freq) * 4096 + x % freq) << "freq " << freq << " x " << x;
+    }
+  }
+}
+
+struct Case {
+  size_t n;
+  size_t period;
+  int kind;  // 0 Laplacian (scale 3), 1 uniform over 256, 2 a single symbol, 3 very skewed (scale 0.2)
+};
+
+std::vector<uint8_t> SymbolsFor(const Case& c, uint32_t seed) {
+  switch (c.kind) {
+    case 0: return LaplaceSymbols(c.n, 3.0, 64, seed);
+    case 1: return UniformSymbols(c.n, 256, seed);
+    case 2: return std::vector<uint8_t>(c.n, 5);
+    default: return LaplaceSymbols(c.n, 0.2, 16, seed);
+  }
+}
+
+TEST(Rans, RoundTripsMatchTheReferenceCoder) {
+  const size_t lengths[] = {0, 1, 2, 31, 32, 33, 255, 256, 257, 1000, 4095, 20011};
+  const size_t periods[] = {1, 3, 32, 192, 250};
+  uint32_t seed = 1;
+  for (size_t n : lengths) {
+    for (size_t period : periods) {
+      for (int kind = 0; kind < 4; ++kind) {
+        const Case c{n, period, kind};
+        SCOPED_TRACE("n=" + std::to_string(n) + " period=" + std::to_string(period) + " kind=" +
+                     std::to_string(kind));
+        const auto symbols = SymbolsFor(c, seed++);
+        const auto models = ModelsFor(symbols, period, kind == 1 ? 256 : 64);
+        const auto ptrs = Pointers(models);
+        std::vector<uint8_t> stream = {0xAA};  // RansEncode appends
+        ASSERT_TRUE(RansEncode(symbols.data(), n, ptrs.data(), period, &stream).ok());
+        ASSERT_EQ(stream[0], 0xAA);
+        stream.erase(stream.begin());
+        ASSERT_EQ(stream, ReferenceEncode(symbols, ptrs));
+        for (bool scalar : {false, true}) {
+          std::vector<uint8_t> decoded(n, 0xEE);
+          const Status st = Decode(scalar, stream, ptrs, &decoded);
+          ASSERT_TRUE(st.ok()) << st.ToString();
+          ASSERT_EQ(decoded, symbols);
+        }
+        std::vector<uint8_t> reference(n);
+        ASSERT_TRUE(ReferenceDecode(stream, ptrs, &reference));
+        ASSERT_EQ(reference, symbols);
+      }
+    }
+  }
+}
+
+TEST(Rans, ExtremeFrequenciesRoundTrip) {
+  // freq 1 beside 4095 (the largest and smallest steps of the state), and 255 symbols of freq 1.
+  std::vector<uint16_t> two = {4095, 1};
+  std::vector<uint16_t> flat(256, 1);
+  flat[200] = 4096 - 255;
+  const RansModel a = RansModel::FromFrequencies(two.data(), 2).value();
+  const RansModel b = RansModel::FromFrequencies(flat.data(), 256).value();
+  const std::vector<const RansModel*> ptrs = {&a, &b, &a};
+  std::mt19937 rng(17);
+  std::vector<uint8_t> symbols(30011);
+  for (size_t i = 0; i < symbols.size(); ++i) {
+    const bool rare = rng() % 50 == 0;
+    symbols[i] = i % 3 == 1 ? static_cast<uint8_t>(rare ? rng() % 256 : 200) : static_cast<uint8_t>(rare);
+  }
+  std::vector<uint8_t> stream;
+  ASSERT_TRUE(RansEncode(symbols.data(), symbols.size(), ptrs.data(), 3, &stream).ok());
+  ASSERT_EQ(stream, ReferenceEncode(symbols, ptrs));
+  for (bool scalar : {false, true}) {
+    std::vector<uint8_t> decoded(symbols.size());
+    ASSERT_TRUE(Decode(scalar, stream, ptrs, &decoded).ok());
+    ASSERT_EQ(decoded, symbols);
+  }
+}
+
+TEST(Rans, SizeIsCloseToTheIdeal) {
+  for (int kind : {0, 1, 3}) {
+    for (size_t period : {size_t{1}, size_t{192}}) {
+      const size_t n = 192 * 1024;
+      const auto symbols = SymbolsFor({n, period, kind}, 99);
+      const auto models = ModelsFor(symbols, period, kind == 1 ? 256 : 64);
+      const auto ptrs = Pointers(models);
+      std::vector<uint8_t> stream;
+      ASSERT_TRUE(RansEncode(symbols.data(), n, ptrs.data(), period, &stream).ok());
+      const double ideal = RansIdealBits(symbols.data(), n, ptrs.data(), period);
+      // Per lane the final state costs 32 bits, of which the 16 of the initial state carry nothing.
+      const double bound = ideal * 1.001 + 32.0 * kLanes;
+      EXPECT_LE(8.0 * stream.size(), bound) << "kind " << kind << " period " << period << " ideal " << ideal;
+      EXPECT_GE(8.0 * stream.size(), ideal);
+    }
+  }
+}
+
+TEST(Rans, IdealBitsIsTheSumOfCosts) {
+  const auto symbols = LaplaceSymbols(1000, 2.0, 32, 5);
+  const auto models = ModelsFor(symbols, 7, 32);
+  const auto ptrs = Pointers(models);
+  double expected = 0;
+  for (size_t i = 0; i < symbols.size(); ++i) {
+    expected += -std::log2(models[i % 7].frequencies()[symbols[i]] / 4096.0);
+  }
+  EXPECT_NEAR(RansIdealBits(symbols.data(), symbols.size(), ptrs.data(), 7), expected, 1e-6);
+  const uint8_t unseen = 40;  // past the alphabet of 32
+  EXPECT_TRUE(std::isinf(RansIdealBits(&unseen, 1, ptrs.data(), 7)));
+}
+
+TEST(Rans, EncodingAZeroFrequencySymbolNamesTheIndex) {
+  std::vector<uint8_t> symbols(100, 1);
+  symbols[57] = 3;
+  std::vector<uint32_t> counts = {0, 10, 5, 0};
+  const RansModel model = RansModel::FromCounts(counts.data(), 4).value();
+  const RansModel* ptr = &model;
+  std::vector<uint8_t> out = {1, 2, 3};
+  const Status st = RansEncode(symbols.data(), symbols.size(), &ptr, 1, &out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("index 57"), std::string::npos) << st.message();
+  EXPECT_EQ(out, (std::vector<uint8_t>{1, 2, 3}));
+}
+
+// Both decoders on a corrupt stream: no crash, the same verdict and (when OK) the same symbols, all
+// inside the alphabet.
+void ExpectSameVerdict(const std::vector<uint8_t>& stream, const std::vector<const RansModel*>& ptrs,
+                       size_t n, int alphabet, bool* ok) {
+  std::vector<uint8_t> a(n), b(n);
+  const Status sa = Decode(false, stream, ptrs, &a);
+  const Status sb = Decode(true, stream, ptrs, &b);
+  ASSERT_EQ(sa.code(), sb.code()) << sa.ToString() << " vs " << sb.ToString();
+  ASSERT_EQ(sa.message(), sb.message());
+  if (sa.ok()) {
+    ASSERT_EQ(a, b);
+    for (uint8_t s : a) ASSERT_LT(s, alphabet);
+  } else {
+    ASSERT_EQ(sa.code(), StatusCode::kCorruptData) << sa.ToString();
+  }
+  *ok = sa.ok();
+}
+
+TEST(Rans, EveryTruncationIsAnError) {
+  const size_t n = 700, period = 3;
+  const auto symbols = LaplaceSymbols(n, 2.0, 32, 21);
+  const auto models = ModelsFor(symbols, period, 32);
+  const auto ptrs = Pointers(models);
+  std::vector<uint8_t> stream;
+  ASSERT_TRUE(RansEncode(symbols.data(), n, ptrs.data(), period, &stream).ok());
+  for (size_t len = 0; len < stream.size(); ++len) {
+    // An exact-size copy, so that ASan sees any read past the end.
+    std::vector<uint8_t> cut(stream.begin(), stream.begin() + static_cast<ptrdiff_t>(len));
+    bool ok = true;
+    ExpectSameVerdict(cut, ptrs, n, 32, &ok);
+    EXPECT_FALSE(ok) << "length " << len;
+  }
+}
+
+TEST(Rans, TrailingBytesAndBadStatesAreErrors) {
+  const size_t n = 5000, period = 192;
+  const auto symbols = LaplaceSymbols(n, 2.0, 32, 23);
+  const auto models = ModelsFor(symbols, period, 32);
+  const auto ptrs = Pointers(models);
+  std::vector<uint8_t> stream;
+  ASSERT_TRUE(RansEncode(symbols.data(), n, ptrs.data(), period, &stream).ok());
+  std::vector<uint8_t> out(n);
+
+  auto longer = stream;
+  longer.push_back(0);
+  longer.push_back(0);
+  Status st = Decode(false, longer, ptrs, &out);
+  EXPECT_EQ(st.code(), StatusCode::kCorruptData);
+  EXPECT_NE(st.message().find("left over"), std::string::npos) << st.message();
+
+  auto low = stream;
+  low[4 * 5 + 2] = low[4 * 5 + 3] = 0;  // lane 5's initial state below 2^16
+  st = Decode(false, low, ptrs, &out);
+  EXPECT_NE(st.message().find("initial state of lane 5"), std::string::npos) << st.message();
+
+  // A different but valid initial state decodes to the end and is caught by the final-state check.
+  auto shifted = stream;
+  shifted[4 * 31] ^= 1;
+  st = Decode(false, shifted, ptrs, &out);
+  EXPECT_EQ(st.code(), StatusCode::kCorruptData);
+
+  std::vector<uint8_t> none;
+  EXPECT_EQ(Decode(false, none, ptrs, &out).code(), StatusCode::kCorruptData);
+  std::vector<uint8_t> empty_out;
+  EXPECT_EQ(Decode(false, stream, ptrs, &empty_out).code(), StatusCode::kCorruptData);
+}
+
+TEST(Rans, BitFlipsNeverCrashAndBothPathsAgree) {
+  const size_t n = 1200, period = 192;
+  const auto symbols = LaplaceSymbols(n, 1.5, 32, 31);
+  const auto models = ModelsFor(symbols, period, 32);
+  const auto ptrs = Pointers(models);
+  std::vector<uint8_t> stream;
+  ASSERT_TRUE(RansEncode(symbols.data(), n, ptrs.data(), period, &stream).ok());
+  int accepted = 0;
+  for (size_t bit = 0; bit < 8 * stream.size(); ++bit) {
+    auto flipped = stream;
+    flipped[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+    bool ok = false;
+    ExpectSameVerdict(flipped, ptrs, n, 32, &ok);
+    accepted += ok;
+  }
+  // A flip can turn the stream into the valid coding of other symbols (e.g. the last symbol of a lane
+  // moving to a neighbour of equal power-of-two frequency); the final-state check catches the rest.
+  EXPECT_LE(accepted, static_cast<int>(8 * stream.size() / 100));
+}
+
+TEST(Rans, GarbageNeverCrashesAndBothPathsAgree) {
+  std::mt19937 rng(41);
+  const auto symbols = LaplaceSymbols(4096, 2.0, 64, 43);
+  const auto models = ModelsFor(symbols, 192, 64);
+  const auto ptrs = Pointers(models);
+  for (int trial = 0; trial < 300; ++trial) {
+    const size_t n = rng() % 5000;
+    std::vector<uint8_t> garbage(rng() % 6000);
+    for (auto& b : garbage) b = static_cast<uint8_t>(rng());
+    bool ok = false;
+    ExpectSameVerdict(garbage, ptrs, n, 64, &ok);
+  }
+}
+
+}  // namespace
+}  // namespace kvstream::codec
