@@ -38,8 +38,12 @@ struct ModelConfig {
   int kv_dim() const { return n_kv_heads * head_dim; }
 };
 
-// Text <-> token ids. Encode never fails on valid UTF-8 or arbitrary bytes (byte fallback); Decode of
-// Encode's output gives the text back.
+// Text <-> token ids. Encode never fails, whatever the bytes: what the vocabulary cannot spell becomes
+// byte-fallback tokens or, where the vocabulary lacks those too, the unknown token. Decode of Encode's
+// output gives the text back whenever the vocabulary covers it: always for llama2.c vocabularies (byte
+// fallback); for SmolLM2 except a few control bytes (0x04, 0x06, 0x13, 0x14, 0x16, 0x1D) and bytes
+// invalid in UTF-8; for TinyStories-656K only its 78-character alphabet. Decode drops control tokens
+// (BOS, EOS, unknown).
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -48,6 +52,9 @@ class Tokenizer {
   virtual int vocab_size() const = 0;
   virtual int bos_id() const = 0;  // -1 when the vocabulary has none
   virtual int eos_id() const = 0;  // -1 when the vocabulary has none
+  // Whether the model was trained with BOS opening every sequence (llama2.c, TinyStories: yes; SmolLM2:
+  // no). Callers pass it as Encode's add_bos when tokenizing a document.
+  virtual bool adds_bos() const = 0;
 };
 
 // A model's KV cache for one sequence: keys and values of every layer, dense fp32,
@@ -92,6 +99,12 @@ class Model {
   // after each input token. Fails if the cache lacks capacity or positions exceed max_seq_len.
   virtual Status Forward(const std::vector<int>& tokens, KvCache& cache, std::vector<float>* logits) const = 0;
 };
+
+// Greedy (temperature 0) decoding: runs `prompt` from an empty cache, then appends the argmax token up
+// to `max_new_tokens` times, stopping early at the tokenizer's EOS (when stop_at_eos) or at max_seq_len.
+// Returns the new tokens only.
+Result<std::vector<int>> GenerateGreedy(const Model& model, const std::vector<int>& prompt, int max_new_tokens,
+                                        bool stop_at_eos = true);
 
 // Resolves a model short name or path to the file or folder Load would open, fetching SmolLM2 into the
 // cache folder when asked for by name (see docs). Exposed for the CLI and tests.

@@ -45,7 +45,8 @@ struct QualityReport {
 };
 
 // Measures several transforms against one reference pass (the prefill and the reference scoring run
-// once). `tokens` must hold at least context_tokens + eval_tokens ids.
+// once). Tokens [0, T) are the context; tokens [T, T+M) are fed teacher-forced and the logits after
+// token T+i are scored against token T+i+1, so `tokens` must hold at least T + M + 1 ids.
 class QualityMeter {
  public:
   static Result<QualityMeter> Create(const Model& model, std::vector<int> tokens, const QualityOptions& options);
@@ -60,6 +61,7 @@ class QualityMeter {
   QualityOptions options_;
   KvCache context_;
   std::vector<float> reference_logits_;  // eval_tokens * vocab
+  double reference_nll_ = 0;             // mean negative log-likelihood with the original cache
 };
 
 }  // namespace kvstream

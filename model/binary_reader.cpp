@@ -1,0 +1,35 @@
+// Whole-file reads with the size checked before allocating.
+#include "model/binary_reader.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sys/stat.h>
+
+namespace kvstream::model {
+
+Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max_bytes) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) return Status::NotFound(path + ": no such file");
+    return Status::IoError(path + ": " + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    return Status::ResourceExhausted(path + ": size " + std::to_string(st.st_size) + " bytes exceeds the limit of " +
+                                     std::to_string(max_bytes));
+  }
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return Status::IoError(path + ": " + std::strerror(errno));
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  const size_t got = bytes.empty() ? 0 : std::fread(bytes.data(), 1, bytes.size(), f);
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed || got != bytes.size()) {
+    return Status::IoError(path + ": read " + std::to_string(got) + " of " + std::to_string(bytes.size()) + " bytes");
+  }
+  return bytes;
+}
+
+}  // namespace kvstream::model

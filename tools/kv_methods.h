@@ -1,0 +1,99 @@
+// The KV transformations the model commands (eval, demo) can measure, by name, plus the model and text
+// plumbing those commands share.
+//
+// Adding a method is one line in KvMethods(): a name, a one-line summary and a factory that builds the
+// KvTransform for a given model (codec levels need the model's shape and profile). "fp16" is the
+// uncompressed baseline and stays first.
+//
+// Header-only on purpose: tools/CMakeLists.txt compiles only tools/cmd_*.cpp besides main and args.
+#pragma once
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvstream/model.h"
+#include "kvstream/quality.h"
+#include "tools/command.h"
+
+namespace kvstream::cli {
+
+struct KvMethod {
+  std::string name;
+  std::string summary;
+  std::function<Result<std::unique_ptr<KvTransform>>(const Model&)> make;
+};
+
+inline const std::vector<KvMethod>& KvMethods() {
+  static const std::vector<KvMethod> methods = {
+      {"fp16", "fp16 round trip, the uncompressed baseline (16 bits)",
+       [](const Model&) -> Result<std::unique_ptr<KvTransform>> { return MakeFp16Transform(); }},
+      {"int8", "per-token symmetric int8 with fp16 scales (8 + 16/kv_dim bits)",
+       [](const Model&) -> Result<std::unique_ptr<KvTransform>> { return MakeInt8Transform(); }},
+  };
+  return methods;
+}
+
+// "all" or a comma-separated list of names; an unknown name is an error listing the known ones.
+inline Result<std::vector<const KvMethod*>> SelectKvMethods(const std::string& list) {
+  std::vector<const KvMethod*> out;
+  std::string known;
+  for (const KvMethod& m : KvMethods()) known += (known.empty() ? "" : ", ") + m.name;
+  if (list == "all") {
+    for (const KvMethod& m : KvMethods()) out.push_back(&m);
+    return out;
+  }
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string name = list.substr(start, comma - start);
+    const KvMethod* found = nullptr;
+    for (const KvMethod& m : KvMethods()) {
+      if (m.name == name) found = &m;
+    }
+    if (!found) return Status::InvalidArgument("--methods: unknown method '" + name + "' (known: all, " + known + ")");
+    out.push_back(found);
+    start = comma + 1;
+  }
+  return out;
+}
+
+// The help lines listing every method, for the commands' --help.
+inline std::string KvMethodsHelp() {
+  std::string s;
+  for (const KvMethod& m : KvMethods()) s += "                        " + m.name + ": " + m.summary + "\n";
+  return s;
+}
+
+// --model, --tokenizer and --threads, as every model command reads them.
+inline Result<std::unique_ptr<Model>> LoadModelFromArgs(const Args& args, const std::string& default_model = "") {
+  std::string name = args.GetString("model", default_model);
+  if (name.empty()) return Status::InvalidArgument("missing required flag --model");
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
+  if (threads < 0 || threads > 1024) return Status::InvalidArgument("--threads = " + std::to_string(threads) + ", expected 0..1024");
+  LoadOptions options;
+  options.tokenizer_path = args.GetString("tokenizer");
+  options.threads = static_cast<int>(threads);
+  return Model::Load(name, options);
+}
+
+// The default evaluation text: real English prose that every Debian system has.
+inline constexpr const char* kDefaultText = "/usr/share/common-licenses/GPL-3";
+
+// Reads a text file (up to 256 MiB) and tokenizes it as a document (BOS first when the model wants it).
+inline Result<std::vector<int>> TokenizeFile(const Model& model, const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return Status::NotFound("--text " + path + ": cannot open");
+  const std::streamoff size = in.tellg();
+  constexpr std::streamoff kMaxText = std::streamoff{256} << 20;
+  if (size < 0 || size > kMaxText) return Status::ResourceExhausted("--text " + path + ": larger than 256 MiB");
+  std::string text(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  if (!in.read(text.data(), size)) return Status::IoError("--text " + path + ": read failed");
+  return model.tokenizer().Encode(text, model.tokenizer().adds_bos());
+}
+
+}  // namespace kvstream::cli
