@@ -1,9 +1,9 @@
 // kvstream/level_policy.h — how a Receiver chooses each chunk's level during a fetch.
 //
 // The stream layer drives a LevelPolicy: Begin once with the context's manifest and deadline, then for
-// every chunk Choose (before requesting it) and Observe (after it is decoded). The scheduler implements
-// the adaptive policies; FixedLevelPolicy is the trivial one. A policy object serves one fetch at a time
-// and is called from one thread.
+// every chunk Choose (before requesting it), optionally ObserveTransfer (when its bytes are in) and
+// Observe (after it is decoded). The scheduler implements the adaptive policies; FixedLevelPolicy is the
+// trivial one. A policy object serves one fetch at a time and is called from one thread.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +49,11 @@ class LevelPolicy {
   // The level for `chunk`, requested `now_s` seconds after Begin. Must be one of manifest.levels.
   virtual Level Choose(int chunk, double now_s) = 0;
   virtual void Observe(const ChunkTelemetry& telemetry) = 0;
+  // Optional, earlier news: the chunk's bytes have arrived (decoded_at_s and decode_s are still 0). With
+  // transfer of chunk i+1 overlapping decode of chunk i, Choose(i+1) comes before Observe(i); a stream
+  // layer that calls this when a chunk lands lets the policy react one chunk sooner. Observe must still
+  // follow.
+  virtual void ObserveTransfer(const ChunkTelemetry& telemetry) {}
 };
 
 class FixedLevelPolicy final : public LevelPolicy {

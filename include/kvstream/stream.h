@@ -1,0 +1,141 @@
+// kvstream/stream.h — serving and fetching a context's KV cache, chunk by chunk.
+//
+// A Sender (prefill node) serves registered contexts: each chunk of a context is encoded at the levels it
+// offers (ahead of time while a bounded cache has room, on demand after) and sent over the data plane to
+// whichever receiver asks. A Receiver (decode node) fetches a context into destination views before a
+// deadline: a LevelPolicy chooses each chunk's level, chunk i+1 is on the wire while chunk i is decoded,
+// every payload is checked against its CRC32C (a bad one is re-requested once), and "text" chunks are
+// recomputed with a Model the receiver holds. docs/transport.md describes the session; docs/protocol.md
+// the messages.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvstream/level_policy.h"
+#include "kvstream/model.h"
+#include "kvstream/profile.h"
+#include "kvstream/status.h"
+#include "kvstream/tensor.h"
+#include "kvstream/transport.h"
+
+namespace kvstream {
+
+// What a handshake compares for "same model": a hash of the architecture fields of a ModelConfig.
+uint64_t ModelHash(const ModelConfig& config);
+
+// A context to serve: its KV ([layers][tokens][channels] host views, any dtype and strides) and its
+// token ids (needed for the "text" level; may be empty when text is not offered). The views must stay
+// valid while the context is registered; `owner`, if set, is held for that long.
+struct ContextSpec {
+  TensorView keys;
+  TensorView values;
+  std::vector<int32_t> token_ids;
+  std::shared_ptr<const void> owner;
+};
+
+// Test hook: what the sender does with the payload of a chunk request it is about to send.
+enum class FaultAction { kNone, kCorrupt /* flip one byte after the CRC is stamped */, kDrop /* never send */ };
+
+struct SenderOptions {
+  std::string listen_host = "127.0.0.1";
+  int listen_port = 0;  // 0 picks a free port; see Sender::port()
+  ControlOptions control;   // model_hash / profile_hash are what receivers must match
+  DataPlaneOptions data;
+  int chunk_tokens = 256;   // tokens per chunk (the last chunk of a context may be shorter)
+  // Levels offered for every context, in manifest order. Empty (default): fp16, int8, every lossy level
+  // of the profile's ladder (of DefaultLadder(layers) without a profile), and text when token ids exist.
+  std::vector<Level> levels;
+  // Codec profile chunks are encoded with; null: every lossy chunk carries its own tables.
+  std::shared_ptr<const Profile> profile;
+  // Encoded chunks kept in memory across all contexts; the rest are re-encoded when asked for.
+  uint64_t cache_bytes = uint64_t{512} << 20;
+  int encode_threads = 1;                 // threads encoding chunks on demand
+  int max_inflight_per_connection = 16;   // chunk requests a receiver may have outstanding
+  int max_connections = 256;
+  std::function<FaultAction(const ChunkRequest&)> fault_hook;  // tests only; null in production
+};
+
+// Thread-safe. Destruction stops serving: connections close and pending sends fail.
+class Sender {
+ public:
+  static Result<std::unique_ptr<Sender>> Start(SenderOptions options);
+  ~Sender();
+
+  // Registers a context under `id` (at most 256 bytes). Encodes every chunk at every offered level once,
+  // to know the sizes the manifest advertises, keeping what fits in the cache.
+  Status Register(const std::string& id, ContextSpec spec);
+  Status Unregister(const std::string& id);
+  int port() const;
+
+  struct Stats {
+    int connections = 0;
+    uint64_t chunks_sent = 0;
+    uint64_t bytes_sent = 0;
+    uint64_t cache_bytes = 0;      // encoded bytes held now
+    uint64_t encodes = 0;          // chunk encodings performed (registration included)
+    uint64_t sends_pending = 0;
+  };
+  Stats stats() const;
+
+  struct Impl;
+
+ private:
+  explicit Sender(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct ReceiverOptions {
+  ControlOptions control;   // model_hash / profile_hash announced (0: accept any)
+  DataPlaneOptions data;
+  // A data plane shared with other receivers of this process; null: the receiver creates its own.
+  std::shared_ptr<DataPlane> data_plane;
+  // Chunks requested ahead of the one being decoded. 1 disables pipelining: each chunk is requested only
+  // after the previous one is decoded.
+  int max_inflight_chunks = 2;
+  int decode_threads = 1;
+  // A requested chunk that has not arrived after this long fails the fetch with kTimeout.
+  int chunk_timeout_ms = 10000;
+  // Largest chunk accepted (manifest sizes above it fail the fetch before anything is allocated).
+  uint64_t max_chunk_bytes = uint64_t{256} << 20;
+  // Needed to decode lossy chunks encoded against a profile.
+  std::shared_ptr<const Profile> profile;
+  // Recomputes "text" chunks; without one a policy choosing text fails the fetch.
+  const Model* model = nullptr;
+};
+
+struct FetchResult {
+  bool complete = false;          // true only when every chunk is in the destination
+  std::string context_id;
+  FetchManifest manifest;
+  std::vector<ChunkTelemetry> chunks;  // in chunk order
+  uint64_t bytes = 0;             // payload bytes received (retries included)
+  int retries = 0;                // chunks re-requested after a CRC failure
+  double kv_ready_s = 0;          // from the start of Fetch to the last chunk written
+  bool deadline_met = false;
+};
+
+// One control connection to a Sender. Fetch and GetManifest may be called from any thread, one at a time
+// (they serialise). A failed fetch leaves the destination partly written.
+class Receiver {
+ public:
+  static Result<std::unique_ptr<Receiver>> Connect(const std::string& host, int port, ReceiverOptions options);
+  ~Receiver();
+
+  Result<ManifestReply> GetManifest(const std::string& context_id);
+  // Fetches every chunk of `context_id` into keys/values ([layers][>= total tokens][channels] host
+  // views). `deadline_s` is handed to the policy (the fetch itself is bounded by chunk_timeout_ms).
+  Result<FetchResult> Fetch(const std::string& context_id, const TensorView& keys, const TensorView& values,
+                            double deadline_s, LevelPolicy& policy);
+
+  struct Impl;
+
+ private:
+  explicit Receiver(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvstream

@@ -1,0 +1,155 @@
+// Fetching a real context over 127.0.0.1: every level lands exactly as a local decode would write it,
+// with and without pipelining; text chunks are recomputed with the receiver's model; bad requests fail
+// with errors that say what was wrong.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tests/stream/stream_fixture.h"
+
+namespace kvstream::testing {
+namespace {
+
+class FetchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto sender = Sender::Start(TestSenderOptions());
+    ASSERT_TRUE(sender.ok()) << sender.status().ToString();
+    sender_ = std::move(*sender);
+    ASSERT_TRUE(sender_->Register("gpl", SpecOf(StoriesKv())).ok());
+  }
+  std::unique_ptr<Receiver> Connect(ReceiverOptions options = TestReceiverOptions()) {
+    auto r = Receiver::Connect("127.0.0.1", sender_->port(), std::move(options));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? std::move(*r) : nullptr;
+  }
+  std::unique_ptr<Sender> sender_;
+};
+
+TEST_F(FetchTest, ManifestAdvertisesEveryChunkAndLevel) {
+  auto receiver = Connect();
+  auto reply = receiver->GetManifest("gpl");
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  const RealKv& kv = StoriesKv();
+  EXPECT_EQ(reply->layers, kv.cache.layers);
+  EXPECT_EQ(reply->channels, kv.cache.kv_dim);
+  EXPECT_EQ(reply->manifest.total_tokens, kContextTokens);
+  EXPECT_EQ(reply->manifest.num_chunks, 5);
+  EXPECT_EQ(reply->manifest.chunk_tokens.back(), kContextTokens - 4 * kChunkTokens);
+  ASSERT_GE(reply->manifest.levels.size(), 4u);
+  EXPECT_EQ(reply->manifest.levels.front().level, kLevelFp16);
+  EXPECT_EQ(reply->manifest.levels.back().level, kLevelText);
+  for (const auto& row : reply->manifest.bytes) {
+    for (uint64_t b : row) EXPECT_GT(b, 0u);
+  }
+}
+
+TEST_F(FetchTest, EveryKvLevelMatchesALocalDecodePipelinedOrNot) {
+  const RealKv& kv = StoriesKv();
+  auto manifest = Connect()->GetManifest("gpl");
+  ASSERT_TRUE(manifest.ok());
+  for (const LevelInfo& info : manifest->manifest.levels) {
+    if (info.level == kLevelText) continue;
+    const Destination expected = LocalDecode(kv, info.level);
+    for (int inflight : {1, 3}) {
+      ReceiverOptions options = TestReceiverOptions();
+      options.max_inflight_chunks = inflight;
+      auto receiver = Connect(options);
+      Destination got(kv);
+      FixedLevelPolicy policy(info.level);
+      auto result = receiver->Fetch("gpl", got.keys, got.values, 10.0, policy);
+      ASSERT_TRUE(result.ok()) << LevelName(info.level) << ": " << result.status().ToString();
+      EXPECT_TRUE(result->complete);
+      EXPECT_EQ(result->retries, 0);
+      EXPECT_TRUE(SameBytes(got, expected)) << LevelName(info.level) << " inflight " << inflight;
+      uint64_t advertised = 0;
+      for (const auto& row : manifest->manifest.bytes) advertised += row[&info - manifest->manifest.levels.data()];
+      EXPECT_EQ(result->bytes, advertised);
+      ASSERT_EQ(result->chunks.size(), 5u);
+      for (const ChunkTelemetry& t : result->chunks) {
+        EXPECT_EQ(t.level, info.level);
+        EXPECT_LE(t.requested_at_s, t.received_at_s);
+        EXPECT_LE(t.received_at_s, t.decoded_at_s);
+      }
+    }
+  }
+}
+
+TEST_F(FetchTest, TextChunksAreRecomputedWithTheReceiversModel) {
+  const RealKv& kv = StoriesKv();
+  ReceiverOptions options = TestReceiverOptions();
+  options.model = kv.model.get();
+  auto receiver = Connect(options);
+  ASSERT_TRUE(receiver);
+  Destination got(kv);
+  // Alternate text with fp16 so recompute runs on top of KV that arrived over the wire.
+  class Alternate : public LevelPolicy {
+   public:
+    std::string name() const override { return "alternate"; }
+    void Begin(const FetchManifest&, double) override {}
+    Level Choose(int chunk, double) override { return chunk % 2 == 0 ? kLevelText : kLevelFp16; }
+    void Observe(const ChunkTelemetry&) override {}
+  } policy;
+  auto result = receiver->Fetch("gpl", got.keys, got.values, 10.0, policy);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  const Destination fp16 = LocalDecode(kv, kLevelFp16);
+  double worst = 0;
+  for (size_t i = 0; i < got.k.size(); ++i) {
+    worst = std::max(worst, static_cast<double>(std::fabs(got.k[i] - kv.cache.k[i / (kContextTokens * kv.cache.kv_dim) *
+                                                                                     (kv.cache.capacity * kv.cache.kv_dim) +
+                                                                                 i % (kContextTokens * kv.cache.kv_dim)])));
+  }
+  // Recomputed rows follow fp16-rounded prefixes, so they differ from the original by about fp16 rounding.
+  EXPECT_LT(worst, 0.05) << "recomputed keys drift from the original KV";
+  // fp16 chunks are exactly the local decode.
+  for (int c = 1; c < 5; c += 2) {
+    for (int64_t l = 0; l < kv.cache.layers; ++l) {
+      const size_t at = (l * kContextTokens + c * kChunkTokens) * kv.cache.kv_dim;
+      EXPECT_EQ(std::memcmp(&got.k[at], &fp16.k[at], kChunkTokens * kv.cache.kv_dim * sizeof(float)), 0);
+    }
+  }
+}
+
+TEST_F(FetchTest, TextWithoutAModelFailsSayingSo) {
+  auto receiver = Connect();
+  const RealKv& kv = StoriesKv();
+  Destination got(kv);
+  FixedLevelPolicy policy(kLevelText);
+  auto result = receiver->Fetch("gpl", got.keys, got.values, 10.0, policy);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("needs a model"), std::string::npos) << result.status().ToString();
+}
+
+TEST_F(FetchTest, UnknownContextLevelOrShapeIsRefused) {
+  auto receiver = Connect();
+  const RealKv& kv = StoriesKv();
+  Destination got(kv);
+  FixedLevelPolicy fp16(kLevelFp16);
+  auto missing = receiver->Fetch("nope", got.keys, got.values, 10.0, fp16);
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().ToString();
+  FixedLevelPolicy bogus(kMaxLossyLevel);
+  auto level = receiver->Fetch("gpl", got.keys, got.values, 10.0, bogus);
+  EXPECT_EQ(level.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(level.status().message().find("does not offer"), std::string::npos) << level.status().ToString();
+  Destination small(kv.cache.layers, kContextTokens - 1, kv.cache.kv_dim);
+  auto shape = receiver->Fetch("gpl", small.keys, small.values, 10.0, fp16);
+  EXPECT_EQ(shape.status().code(), StatusCode::kInvalidArgument) << shape.status().ToString();
+  // The connection still works after refusals.
+  auto ok = receiver->Fetch("gpl", got.keys, got.values, 10.0, fp16);
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
+}
+
+TEST_F(FetchTest, ModelMismatchIsRefusedAtConnect) {
+  ReceiverOptions options = TestReceiverOptions();
+  options.control.model_hash = 12345;
+  SenderOptions sender_options = TestSenderOptions();
+  sender_options.control.model_hash = ModelHash(StoriesKv().model->config());
+  auto sender = Sender::Start(sender_options);
+  ASSERT_TRUE(sender.ok());
+  auto receiver = Receiver::Connect("127.0.0.1", (*sender)->port(), options);
+  ASSERT_FALSE(receiver.ok());
+  EXPECT_NE(receiver.status().message().find("model hash"), std::string::npos) << receiver.status().ToString();
+}
+
+}  // namespace
+}  // namespace kvstream::testing

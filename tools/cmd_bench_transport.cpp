@@ -1,0 +1,520 @@
+// `kvstream bench transport`: the data plane against ucx_perftest on loopback, and KV-ready time of a real
+// context over a link shaped to a given rate between two network namespaces.
+//
+// ucx_raw rows: our DataPlane moves `iters` messages of each size between two workers of this process with
+// a window of outstanding sends, each landing in a posted buffer; ucx_perftest (ucp_am_bw, the same message
+// size, iteration count and window) runs in the same benchmark between two processes.
+// fetch rows: `kvstream serve` runs in namespace A and `kvstream fetch` in namespace B (both via
+// `ip netns exec`, which also remounts /sys, where UCX finds network devices); veth joins them and `tc tbf` shapes both directions. UCX is
+// pinned to tcp on the veth (UCX_TLS=tcp, UCX_NET_DEVICES) so shared memory cannot bypass the link.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "common/half.h"
+#include "kvstream/stream.h"
+#include "kvstream/transport.h"
+#include "tools/command.h"
+
+extern char** environ;
+
+namespace kvstream::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// ---- processes --------------------------------------------------------------------------------------
+
+struct Child {
+  pid_t pid = -1;
+  int out_fd = -1;  // the child's stdout+stderr
+};
+
+Result<Child> Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return Status::IoError(std::string("pipe: ") + std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipefd[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, pipefd[1], 2);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+  for (const auto& e : extra_env) env_strings.push_back(e);
+  std::vector<char*> envp, args;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& a : argv_copy) args.push_back(a.data());
+  args.push_back(nullptr);
+  Child child;
+  const int rc = posix_spawnp(&child.pid, args[0], &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipefd[1]);
+  if (rc != 0) {
+    ::close(pipefd[0]);
+    return Status::IoError("starting " + argv[0] + ": " + std::strerror(rc));
+  }
+  child.out_fd = pipefd[0];
+  return child;
+}
+
+// Reads the child's output until `marker` appears, it exits, or `timeout_s` passes.
+Result<std::string> ReadUntil(const Child& child, const std::string& marker, double timeout_s) {
+  std::string out;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  while (Clock::now() < deadline) {
+    pollfd p{child.out_fd, POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::read(child.out_fd, buf, sizeof buf);
+    if (n <= 0) return Status::Unavailable("child exited before printing '" + marker + "': " + out);
+    out.append(buf, static_cast<size_t>(n));
+    if (out.find(marker) != std::string::npos) return out;
+  }
+  return Status::Timeout("no '" + marker + "' from the child within " + std::to_string(timeout_s) + " s: " + out);
+}
+
+// Waits (bounded) for the child; kills it when the time is up. Returns its output; `exit_code` gets its
+// exit status (-1 when killed or signalled).
+std::string Reap(Child& child, double timeout_s, bool terminate_first, int* exit_code = nullptr) {
+  if (exit_code) *exit_code = -1;
+  if (child.pid <= 0) return "";
+  if (terminate_first) ::kill(child.pid, SIGTERM);
+  std::string out;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  int status = 0;
+  while (true) {
+    pollfd p{child.out_fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) > 0) {
+      char buf[4096];
+      const ssize_t n = ::read(child.out_fd, buf, sizeof buf);
+      if (n > 0) out.append(buf, static_cast<size_t>(n));
+    }
+    if (::waitpid(child.pid, &status, WNOHANG) == child.pid) {
+      if (exit_code && WIFEXITED(status)) *exit_code = WEXITSTATUS(status);
+      break;
+    }
+    if (Clock::now() > deadline) {
+      ::kill(child.pid, SIGKILL);
+      ::waitpid(child.pid, &status, 0);
+      break;
+    }
+  }
+  ::close(child.out_fd);
+  child.pid = -1;
+  return out;
+}
+
+Status Run(const std::vector<std::string>& argv) {
+  KVSTREAM_ASSIGN_OR_RETURN(Child child, Spawn(argv, {}));
+  int exit_code = -1;
+  const std::string out = Reap(child, 20, false, &exit_code);
+  if (exit_code != 0) {
+    std::string cmd;
+    for (const auto& a : argv) cmd += a + " ";
+    return Status::IoError(cmd + "failed: " + out);
+  }
+  return Status::Ok();
+}
+
+// ---- ucx_raw --------------------------------------------------------------------------------------------
+
+struct RawRow {
+  uint64_t msg_bytes = 0;
+  double gbps_ours = 0;
+  double gbps_perftest = 0;
+};
+
+bool WriteAll(int fd, const void* data, size_t size) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool ReadAll(int fd, void* data, size_t size, int timeout_ms) {
+  auto* p = static_cast<uint8_t*>(data);
+  while (size > 0) {
+    pollfd pfd{fd, POLLIN, 0};
+    if (::poll(&pfd, 1, timeout_ms) <= 0) return false;
+    const ssize_t n = ::read(fd, p, size);
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// The receiving process of OurThroughput: keeps `window` receives posted (ids 0..total-1 in order, each
+// re-posted as its predecessor completes) and reports every completion on `progress_fd`.
+[[noreturn]] void ThroughputReceiver(uint64_t size, int total, int window, int address_fd, int progress_fd) {
+  int code = 1;
+  {
+    auto plane = DataPlane::Create();
+    if (plane.ok()) {
+      std::vector<std::shared_ptr<std::vector<uint8_t>>> buffers;
+      for (int i = 0; i < window; ++i) buffers.push_back(std::make_shared<std::vector<uint8_t>>(size));
+      std::mutex mu;
+      std::condition_variable cv;
+      int received = 0;
+      bool failed = false;
+      std::function<void(int)> post = [&](int i) {
+        auto& buf = buffers[i % window];
+        Status s = (*plane)->ExpectReceive(1 + i, buf->data(), size, Device::kHost, buf, [&, i](Status st, uint64_t, uint32_t) {
+          if (i + window < total) post(i + window);
+          std::lock_guard lock(mu);
+          failed |= !st.ok();
+          const uint64_t done = static_cast<uint64_t>(++received);
+          WriteAll(progress_fd, &done, sizeof done);
+          cv.notify_all();
+        });
+        if (!s.ok()) {
+          std::lock_guard lock(mu);
+          failed = true;
+          cv.notify_all();
+        }
+      };
+      for (int i = 0; i < std::min(window, total); ++i) post(i);
+      // The address goes out only now: the sender may send as soon as it has it.
+      const uint32_t length = static_cast<uint32_t>((*plane)->address().size());
+      WriteAll(address_fd, &length, sizeof length);
+      WriteAll(address_fd, (*plane)->address().data(), length);
+      std::unique_lock lock(mu);
+      cv.wait_for(lock, std::chrono::seconds(120), [&] { return failed || received == total; });
+      code = (!failed && received == total) ? 0 : 1;
+    }
+  }
+  ::_exit(code);
+}
+
+// Moves messages from this process's DataPlane to one in a child process (as ucx_perftest does, so UCX
+// can use the same shared-memory transports), `window` outstanding; returns Gbit/s over `iters` messages
+// after a warm-up.
+Result<double> OurThroughput(uint64_t size, int iters, int window) {
+  const int warmup = std::max(window, iters / 10);
+  const int total = warmup + iters;
+  int address_pipe[2], progress_pipe[2];
+  if (::pipe2(address_pipe, O_CLOEXEC) != 0 || ::pipe2(progress_pipe, O_CLOEXEC) != 0) {
+    return Status::IoError(std::string("pipe: ") + std::strerror(errno));
+  }
+  std::fflush(stdout);
+  const pid_t pid = ::fork();  // before this process starts any thread of its own for this run
+  if (pid < 0) return Status::IoError(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) ThroughputReceiver(size, total, window, address_pipe[1], progress_pipe[1]);
+  ::close(address_pipe[1]);
+  ::close(progress_pipe[1]);
+  Child child{pid, address_pipe[0]};
+  auto finish = [&](Status s) -> Status {
+    ::close(progress_pipe[0]);
+    int code = -1;
+    Reap(child, s.ok() ? 30 : 1, !s.ok(), &code);
+    if (s.ok() && code != 0) return Status::Internal("bench receiver process failed (exit " + std::to_string(code) + ")");
+    return s;
+  };
+  uint32_t length = 0;
+  if (!ReadAll(address_pipe[0], &length, sizeof length, 10000) || length == 0 || length > 65536) {
+    return finish(Status::Unavailable("bench receiver process did not send its worker address"));
+  }
+  std::vector<uint8_t> address(length);
+  if (!ReadAll(address_pipe[0], address.data(), length, 10000)) return finish(Status::Unavailable("truncated worker address"));
+
+  double seconds = 0;
+  Status status = [&]() -> Status {
+    KVSTREAM_ASSIGN_OR_RETURN(auto sender, DataPlane::Create());
+    KVSTREAM_ASSIGN_OR_RETURN(PeerId peer, sender->Connect(address));
+    auto payload = std::make_shared<std::vector<uint8_t>>(size, 0x5a);
+    std::mutex mu;
+    std::condition_variable cv;
+    uint64_t received = 0;
+    int outstanding = 0;
+    Status failure;
+    Clock::time_point t_warm, t_end;
+    std::thread reader([&] {
+      uint64_t done = 0;
+      while (ReadAll(progress_pipe[0], &done, sizeof done, 60000)) {
+        std::lock_guard lock(mu);
+        received = done;
+        if (done == static_cast<uint64_t>(warmup)) t_warm = Clock::now();
+        if (done == static_cast<uint64_t>(total)) t_end = Clock::now();
+        cv.notify_all();
+        if (done == static_cast<uint64_t>(total)) break;
+      }
+      std::lock_guard lock(mu);
+      cv.notify_all();
+    });
+    for (int i = 0; i < total && failure.ok(); ++i) {
+      {
+        std::unique_lock lock(mu);
+        // Message i may go once it is posted (received + window) and the send window has room.
+        if (!cv.wait_for(lock, std::chrono::seconds(30), [&] {
+              return !failure.ok() || (static_cast<uint64_t>(i) < received + window && outstanding < window);
+            })) {
+          failure = Status::Timeout("bench: message " + std::to_string(i) + " could not be sent within 30 s");
+          break;
+        }
+        ++outstanding;
+      }
+      sender->Send(peer, 1 + i, 0, payload->data(), size, Device::kHost, payload, [&](Status s) {
+        std::lock_guard lock(mu);
+        --outstanding;
+        if (!s.ok() && failure.ok()) failure = s;
+        cv.notify_all();
+      });
+    }
+    {
+      std::unique_lock lock(mu);
+      if (failure.ok() && !cv.wait_for(lock, std::chrono::seconds(60), [&] { return received == static_cast<uint64_t>(total); })) {
+        failure = Status::Timeout("bench: messages did not all arrive within 60 s");
+      }
+    }
+    reader.join();
+    seconds = std::chrono::duration<double>(t_end - t_warm).count();
+    return failure;
+  }();
+  status = finish(status);
+  KVSTREAM_RETURN_IF_ERROR(status);
+  return 8.0 * static_cast<double>(size) * iters / seconds / 1e9;
+}
+
+// ucx_perftest ucp_am_bw between two processes on loopback; returns Gbit/s ("overall" bandwidth).
+Result<double> PerftestThroughput(uint64_t size, int iters, int window, int port) {
+  const std::vector<std::string> common = {"-t", "ucp_am_bw", "-s", std::to_string(size), "-n", std::to_string(iters),
+                                           "-w", std::to_string(std::max(window, iters / 10)), "-O", std::to_string(window),
+                                           "-p", std::to_string(port)};
+  std::vector<std::string> server_argv = {"ucx_perftest"};
+  server_argv.insert(server_argv.end(), common.begin(), common.end());
+  KVSTREAM_ASSIGN_OR_RETURN(Child server, Spawn(server_argv, {}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::vector<std::string> client_argv = {"ucx_perftest", "127.0.0.1"};
+  client_argv.insert(client_argv.end(), common.begin(), common.end());
+  auto client = Spawn(client_argv, {});
+  if (!client.ok()) {
+    Reap(server, 1, true);
+    return client.status();
+  }
+  const std::string out = Reap(*client, 120, false);
+  Reap(server, 5, false);
+  const size_t at = out.find("Final:");
+  if (at == std::string::npos) return Status::Unavailable("ucx_perftest printed no Final line: " + out.substr(0, 2000));
+  std::istringstream line(out.substr(at + 6));
+  double iters_done, p50, avg_us, overall_us, bw_avg, bw_overall;
+  if (!(line >> iters_done >> p50 >> avg_us >> overall_us >> bw_avg >> bw_overall)) {
+    return Status::CorruptData("cannot parse ucx_perftest's Final line: " + out.substr(at, 200));
+  }
+  return bw_overall * 1048576.0 * 8 / 1e9;  // ucx_perftest's MB is 2^20 bytes
+}
+
+// ---- shaped fetch ---------------------------------------------------------------------------------------
+
+struct Namespaces {
+  std::string a, b;
+  bool made = false;
+  ~Namespaces() {
+    if (!made) return;
+    (void)Run({"ip", "netns", "del", a});
+    (void)Run({"ip", "netns", "del", b});
+  }
+};
+
+Status MakeShapedLink(Namespaces& ns, double gbps) {
+  const std::string suffix = std::to_string(::getpid() % 100000);
+  ns.a = "kvsA" + suffix;
+  ns.b = "kvsB" + suffix;
+  KVSTREAM_RETURN_IF_ERROR(Run({"ip", "netns", "add", ns.a}));
+  ns.made = true;
+  KVSTREAM_RETURN_IF_ERROR(Run({"ip", "netns", "add", ns.b}));
+  const std::string va = "kva" + suffix, vb = "kvb" + suffix;
+  KVSTREAM_RETURN_IF_ERROR(Run({"ip", "link", "add", va, "type", "veth", "peer", "name", vb}));
+  KVSTREAM_RETURN_IF_ERROR(Run({"ip", "link", "set", va, "netns", ns.a}));
+  KVSTREAM_RETURN_IF_ERROR(Run({"ip", "link", "set", vb, "netns", ns.b}));
+  const char* addr[2] = {"10.77.0.1/24", "10.77.0.2/24"};
+  const std::string names[2] = {va, vb};
+  const std::string spaces[2] = {ns.a, ns.b};
+  const std::string rate = std::to_string(static_cast<long long>(gbps * 1000)) + "mbit";
+  for (int i = 0; i < 2; ++i) {
+    // Same device name on both sides, so one UCX_NET_DEVICES value serves both processes.
+    KVSTREAM_RETURN_IF_ERROR(Run({"ip", "-n", spaces[i], "link", "set", names[i], "name", "kvs0"}));
+    KVSTREAM_RETURN_IF_ERROR(Run({"ip", "-n", spaces[i], "addr", "add", addr[i], "dev", "kvs0"}));
+    KVSTREAM_RETURN_IF_ERROR(Run({"ip", "-n", spaces[i], "link", "set", "kvs0", "up"}));
+    KVSTREAM_RETURN_IF_ERROR(Run({"ip", "-n", spaces[i], "link", "set", "lo", "up"}));
+    KVSTREAM_RETURN_IF_ERROR(Run({"ip", "netns", "exec", spaces[i], "tc", "qdisc", "add", "dev", "kvs0", "root", "tbf", "rate",
+                                  rate, "burst", "256kb", "latency", "50ms"}));
+  }
+  return Status::Ok();
+}
+
+struct FetchRow {
+  std::string method;
+  uint64_t bytes = 0;
+  double kv_ready_ms = 0;
+  bool pipelined = true;
+};
+
+Status ShapedFetches(const Args& args, double gbps, std::vector<FetchRow>* rows, std::string* skipped) {
+  if (::geteuid() != 0) {
+    *skipped = "fetch rows skipped: creating network namespaces needs root";
+    return Status::Ok();
+  }
+  Namespaces ns;
+  Status made = MakeShapedLink(ns, gbps);
+  if (!made.ok()) {
+    *skipped = "fetch rows skipped: cannot build the shaped link: " + made.message();
+    return Status::Ok();
+  }
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t tokens, args.GetInt("tokens", 4096));
+  const std::string model = args.GetString("model", "smollm2");
+  const std::string levels = args.GetString("levels", "fp16,int8,1,2,3,4,5,6");
+  const std::vector<std::string> env = {"UCX_TLS=tcp", "UCX_NET_DEVICES=kvs0"};
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return Status::IoError("readlink /proc/self/exe failed");
+  self[n] = '\0';
+  KVSTREAM_ASSIGN_OR_RETURN(Child server, Spawn({"ip", "netns", "exec", ns.a, self, "serve", "--listen", "10.77.0.1:17077", "--model",
+                                                 model, "--tokens", std::to_string(tokens), "--levels", levels,
+                                                 "--duration-s", "1200"},
+                                                env));
+  auto ready = ReadUntil(server, "serving", 900);
+  if (!ready.ok()) {
+    Reap(server, 5, true);
+    return ready.status().WithContext("starting the server in " + ns.a);
+  }
+  // The fetcher runs as `kvstream fetch` inside namespace B: UCX finds network devices through /sys, which
+  // only `ip netns exec` remounts for the namespace.
+  Status fetched = [&]() -> Status {
+    std::stringstream list(levels);
+    std::string item;
+    while (std::getline(list, item, ',')) {
+      Level level;
+      if (!ParseLevel(item, &level)) return Status::InvalidArgument("--levels: '" + item + "' is not a level");
+      const std::string method = level == kLevelFp16 ? "fp16" : level == kLevelInt8 ? "int8" : "kvstream-" + LevelName(level);
+      for (bool pipelined : {true, false}) {
+        if (!IsLossyLevel(level) && !pipelined) continue;
+        // Two fetches on one connection: the first warms UCX's endpoints, the second is measured.
+        KVSTREAM_ASSIGN_OR_RETURN(Child client, Spawn({"ip", "netns", "exec", ns.b, self, "fetch", "--connect", "10.77.0.1:17077",
+                                                       "--context", "0", "--level", item, "--inflight", pipelined ? "2" : "1",
+                                                       "--repeat", "2", "--json"},
+                                                      env));
+        int code = -1;
+        const std::string out = Reap(client, 300, false, &code);
+        const size_t last = out.rfind("{\"context\"");
+        if (code != 0 || last == std::string::npos) return Status::Unavailable("fetch in " + ns.b + " failed: " + out.substr(0, 2000));
+        const std::string line = out.substr(last);
+        auto number = [&](const std::string& key) {
+          const size_t at = line.find("\"" + key + "\": ");
+          return at == std::string::npos ? -1.0 : std::atof(line.c_str() + at + key.size() + 4);
+        };
+        rows->push_back({method, static_cast<uint64_t>(number("bytes")), number("kv_ready_ms"), pipelined});
+      }
+    }
+    return Status::Ok();
+  }();
+  Reap(server, 10, true);
+  return fetched;
+}
+
+Status RunBenchTransport(const Args& args) {
+  const bool json = args.Has("json");
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t window, args.GetInt("window", 16));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t total_mb, args.GetInt("total-mb", 512));
+  KVSTREAM_ASSIGN_OR_RETURN(double link_gbps, args.GetDouble("link-gbps", 1.0));
+  if (window < 1 || window > 1024 || total_mb < 1 || total_mb > (1 << 16) || !(link_gbps > 0)) {
+    return Status::InvalidArgument("--window must be 1..1024, --total-mb 1..65536, --link-gbps positive");
+  }
+  std::vector<uint64_t> sizes = {uint64_t{64} << 10, uint64_t{1} << 20, uint64_t{4} << 20};
+  if (args.Has("sizes")) {
+    sizes.clear();
+    std::stringstream list(args.GetString("sizes"));
+    std::string item;
+    while (std::getline(list, item, ',')) {
+      const long long s = std::atoll(item.c_str());
+      if (s < 1 || s > (1ll << 30)) return Status::InvalidArgument("--sizes: '" + item + "' is not in 1..2^30 bytes");
+      sizes.push_back(static_cast<uint64_t>(s));
+    }
+  }
+  if (!args.Has("skip-raw")) {
+    if (!json) std::printf("%-10s %12s %12s %18s %8s\n", "kind", "msg_bytes", "gbps_ours", "gbps_ucx_perftest", "ratio");
+    int port = 13400 + ::getpid() % 500;
+    for (uint64_t size : sizes) {
+      const int iters = static_cast<int>(std::max<uint64_t>(64, (static_cast<uint64_t>(total_mb) << 20) / size));
+      KVSTREAM_ASSIGN_OR_RETURN(double ours, OurThroughput(size, iters, static_cast<int>(window)));
+      KVSTREAM_ASSIGN_OR_RETURN(double theirs, PerftestThroughput(size, iters, static_cast<int>(window), port++));
+      if (json) {
+        std::printf("{\"kind\": \"ucx_raw\", \"msg_bytes\": %llu, \"iters\": %d, \"window\": %lld, \"gbps_ours\": %.4f, "
+                    "\"gbps_ucx_perftest\": %.4f, \"ratio\": %.4f}\n",
+                    static_cast<unsigned long long>(size), iters, static_cast<long long>(window), ours, theirs, ours / theirs);
+      } else {
+        std::printf("%-10s %12llu %12.3f %18.3f %8.3f\n", "ucx_raw", static_cast<unsigned long long>(size), ours, theirs, ours / theirs);
+      }
+      std::fflush(stdout);
+    }
+  }
+  if (args.Has("skip-fetch")) return Status::Ok();
+  std::vector<FetchRow> rows;
+  std::string skipped;
+  KVSTREAM_RETURN_IF_ERROR(ShapedFetches(args, link_gbps, &rows, &skipped));
+  if (!skipped.empty()) {
+    std::fprintf(json ? stderr : stdout, "%s\n", skipped.c_str());
+    return Status::Ok();
+  }
+  if (!json) std::printf("\n%-10s %-16s %10s %14s %12s %10s\n", "kind", "method", "link_gbps", "bytes", "kv_ready_ms", "pipelined");
+  double int8_ms = 0;
+  for (const FetchRow& r : rows) {
+    if (r.method == "int8") int8_ms = r.kv_ready_ms;
+  }
+  for (const FetchRow& r : rows) {
+    if (json) {
+      std::printf("{\"kind\": \"fetch\", \"method\": \"%s\", \"link_gbps\": %.3f, \"bytes\": %llu, \"kv_ready_ms\": %.3f, "
+                  "\"pipelined\": %s, \"speedup_vs_int8\": %.3f}\n",
+                  r.method.c_str(), link_gbps, static_cast<unsigned long long>(r.bytes), r.kv_ready_ms,
+                  r.pipelined ? "true" : "false", int8_ms > 0 ? int8_ms / r.kv_ready_ms : 0.0);
+    } else {
+      std::printf("%-10s %-16s %10.3f %14llu %12.2f %10s\n", "fetch", r.method.c_str(), link_gbps,
+                  static_cast<unsigned long long>(r.bytes), r.kv_ready_ms, r.pipelined ? "true" : "false");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+KVSTREAM_REGISTER_COMMAND(bench_transport, {
+    "bench transport",
+    "data plane vs ucx_perftest on loopback; KV-ready time over a shaped link",
+    "usage: kvstream bench transport [--json] [--sizes LIST] [--window N] [--total-mb MB] [--skip-raw]\n"
+    "                                [--skip-fetch] [--link-gbps G] [--model M] [--tokens T] [--levels LIST]\n\n"
+    "ucx_raw rows: our DataPlane and ucx_perftest (ucp_am_bw) move the same messages on this host.\n"
+    "fetch rows: a real context served from network namespace A, fetched in namespace B over a veth link\n"
+    "shaped with tc tbf (needs root; namespaces are created and removed by the benchmark).\n\n"
+    "  --json          one JSON object per row: ucx_raw keys msg_bytes, gbps_ours, gbps_ucx_perftest, ratio;\n"
+    "                  fetch keys method, link_gbps, bytes, kv_ready_ms, pipelined\n"
+    "  --sizes LIST    message sizes in bytes (default 65536,1048576,4194304)\n"
+    "  --window N      outstanding messages, both sides (default 16)\n"
+    "  --total-mb MB   bytes moved per size (default 512)\n"
+    "  --link-gbps G   shaped link rate (default 1)\n"
+    "  --model M       model whose KV is fetched (default smollm2)\n"
+    "  --tokens T      context tokens (default 4096)\n"
+    "  --levels LIST   methods: fp16, int8 and lossy levels (default fp16,int8,1,2,3,4,5,6)",
+    {"sizes", "window", "total-mb", "link-gbps", "model", "tokens", "levels"},
+    {"json", "skip-raw", "skip-fetch"},
+    RunBenchTransport,
+});
+
+}  // namespace kvstream::cli

@@ -1,0 +1,138 @@
+// `kvstream fetch`: a decode node. Fetches one context from `kvstream serve` into a local KV cache, prints
+// per-chunk telemetry, and with --verify measures what the fetched KV costs the model.
+#include <cmath>
+#include <cstdio>
+
+#include "kvstream/scheduler.h"
+#include "tools/kv_methods.h"
+#include "tools/stream_cli.h"
+
+namespace kvstream::cli {
+namespace {
+
+Status RunFetch(const Args& args) {
+  KVSTREAM_ASSIGN_OR_RETURN(std::string connect, args.Require("connect"));
+  KVSTREAM_ASSIGN_OR_RETURN(auto host_port, ParseHostPort("connect", connect));
+  KVSTREAM_ASSIGN_OR_RETURN(std::string context, args.Require("context"));
+  KVSTREAM_ASSIGN_OR_RETURN(double deadline_ms, args.GetDouble("deadline-ms", 1000));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t inflight, args.GetInt("inflight", 2));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t eval_tokens, args.GetInt("eval-tokens", 128));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t repeat, args.GetInt("repeat", 1));
+  if (repeat < 1 || repeat > 1000) return Status::InvalidArgument("--repeat = " + std::to_string(repeat) + ", expected 1..1000");
+  const bool json = args.Has("json");
+  if (!(deadline_ms > 0)) return Status::InvalidArgument("--deadline-ms must be positive");
+  if (inflight < 1 || inflight > 64) return Status::InvalidArgument("--inflight = " + std::to_string(inflight) + ", expected 1..64");
+
+  std::unique_ptr<LevelPolicy> policy;
+  if (args.Has("level")) {
+    Level level;
+    if (!ParseLevel(args.GetString("level"), &level)) {
+      return Status::InvalidArgument("--level = '" + args.GetString("level") + "': expected fp16, int8, text, L<n> or <n>");
+    }
+    policy = std::make_unique<FixedLevelPolicy>(level);
+  } else {
+    KVSTREAM_ASSIGN_OR_RETURN(policy, MakeLevelPolicy(args.GetString("policy", "kvstream")));
+  }
+
+  const bool verify = args.Has("verify");
+  std::unique_ptr<Model> model;
+  if (verify || args.Has("model")) {
+    KVSTREAM_ASSIGN_OR_RETURN(model, LoadModelFromArgs(args));
+  }
+  ReceiverOptions options;
+  options.max_inflight_chunks = static_cast<int>(inflight);
+  options.model = model.get();
+  if (args.Has("secret-file")) {
+    KVSTREAM_ASSIGN_OR_RETURN(options.control.secret, ReadSecretFile(args.GetString("secret-file")));
+  }
+  KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Receiver> receiver, Receiver::Connect(host_port.first, host_port.second, options));
+  KVSTREAM_ASSIGN_OR_RETURN(ManifestReply manifest, receiver->GetManifest(context));
+
+  KvCache fetched;
+  fetched.layers = manifest.layers;
+  fetched.kv_dim = manifest.channels;
+  fetched.tokens = fetched.capacity = manifest.manifest.total_tokens;
+  const size_t values = static_cast<size_t>(fetched.layers) * fetched.capacity * fetched.kv_dim;
+  if (values > (size_t{1} << 32)) return Status::ResourceExhausted("context of " + std::to_string(values) + " values per K/V exceeds 2^32");
+  fetched.k.resize(values);
+  fetched.v.resize(values);
+  FetchResult result;
+  for (int64_t i = 0; i < repeat; ++i) {
+    KVSTREAM_ASSIGN_OR_RETURN(result, receiver->Fetch(context, fetched.keys(), fetched.values(), deadline_ms / 1000.0, *policy));
+    if (json) {
+      std::printf("{\"context\": \"%s\", \"policy\": \"%s\", \"bytes\": %llu, \"kv_ready_ms\": %.3f, \"inflight\": %lld, "
+                  "\"retries\": %d, \"deadline_met\": %s}\n",
+                  context.c_str(), policy->name().c_str(), static_cast<unsigned long long>(result.bytes), 1000 * result.kv_ready_s,
+                  static_cast<long long>(inflight), result.retries, result.deadline_met ? "true" : "false");
+      std::fflush(stdout);
+    }
+  }
+  if (!json) {
+    std::printf("fetched context '%s' from %s: %d tokens, %d chunks, %llu bytes, KV ready in %.2f ms (deadline %.0f ms %s), "
+                "policy %s, %d retr%s\n",
+                context.c_str(), connect.c_str(), manifest.manifest.total_tokens, manifest.manifest.num_chunks,
+                static_cast<unsigned long long>(result.bytes), 1000 * result.kv_ready_s, deadline_ms,
+                result.deadline_met ? "met" : "missed", policy->name().c_str(), result.retries, result.retries == 1 ? "y" : "ies");
+    std::printf("%6s %6s %12s %12s %12s %12s\n", "chunk", "level", "bytes", "transfer_ms", "decode_ms", "ready_ms");
+    for (const ChunkTelemetry& t : result.chunks) {
+      std::printf("%6d %6s %12llu %12.3f %12.3f %12.3f\n", t.chunk, LevelName(t.level).c_str(),
+                  static_cast<unsigned long long>(t.bytes), 1000 * t.transfer_s, 1000 * t.decode_s, 1000 * t.decoded_at_s);
+    }
+  }
+  if (!verify) return Status::Ok();
+
+  // The server's context i is window i of the same text: score its continuation with the fetched KV.
+  KVSTREAM_ASSIGN_OR_RETURN(std::vector<int> tokens, TokenizeFile(*model, args.GetString("text", kDefaultText)));
+  int index = 0;
+  if (context.empty() || context.size() > 6 || context.find_first_not_of("0123456789") != std::string::npos) {
+    return Status::InvalidArgument("--verify needs a context id served by kvstream serve (a window number), got '" + context + "'");
+  }
+  index = std::stoi(context);
+  const int window = manifest.manifest.total_tokens;
+  const size_t begin = static_cast<size_t>(index) * window;
+  if (begin + window + eval_tokens + 1 > tokens.size()) {
+    return Status::InvalidArgument("--verify: the text has too few tokens after context " + context + " for --eval-tokens");
+  }
+  std::vector<int> slice(tokens.begin() + static_cast<long>(begin), tokens.begin() + static_cast<long>(begin + window + eval_tokens + 1));
+  QualityOptions qo;
+  qo.context_tokens = window;
+  qo.eval_tokens = static_cast<int>(eval_tokens);
+  KVSTREAM_ASSIGN_OR_RETURN(QualityMeter meter, QualityMeter::Create(*model, std::move(slice), qo));
+  FetchedKv transform("fetched", fetched, result.bytes);
+  KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(transform));
+  std::printf("verify: %.3f bits/value, ppl %.4f (reference %.4f, %+.3f%%), KL %.3e, top-1 agreement %.4f\n", r.bits_per_value,
+              r.ppl, r.ppl_reference, r.ppl_delta_pct, r.kl_mean, r.top1_agreement);
+  return Status::Ok();
+}
+
+}  // namespace
+
+KVSTREAM_REGISTER_COMMAND(fetch, {
+    "fetch",
+    "decode node: fetch a context's KV from kvstream serve, optionally measuring its quality",
+    "usage: kvstream fetch --connect HOST:PORT --context ID [--level L | --policy P] [--deadline-ms D]\n"
+    "                      [--inflight N] [--secret-file F] [--verify --model M [--text FILE]]\n\n"
+    "  --connect HOST:PORT   the server's control-plane address (required)\n"
+    "  --context ID          context id (kvstream serve numbers its windows 0..N-1) (required)\n"
+    "  --level L             every chunk at one level: fp16, int8, text, L<n> (default: --policy)\n"
+    "  --policy P            level policy when --level is absent: kvstream, cachegen-rule, fixed-<level>\n"
+    "                        (default kvstream)\n"
+    "  --deadline-ms D       deadline handed to the policy (default 1000)\n"
+    "  --inflight N          chunks requested ahead of decoding; 1 disables pipelining (default 2)\n"
+    "  --secret-file F       shared secret, when the server requires one\n"
+    "  --model M             model for text recompute and --verify (default none)\n"
+    "  --verify              score the continuation of the context with the fetched KV (needs --model, and\n"
+    "                        the server's --text)\n"
+    "  --text FILE           the server's text (default /usr/share/common-licenses/GPL-3)\n"
+    "  --eval-tokens M       tokens scored by --verify (default 128)\n"
+    "  --repeat N            fetch N times on one connection; the last one is reported/verified (default 1)\n"
+    "  --json                one JSON object per fetch: context, policy, bytes, kv_ready_ms, inflight, retries,\n"
+    "                        deadline_met (instead of the table)\n"
+    "  --tokenizer PATH, --threads N   as for the other model commands",
+    {"connect", "context", "level", "policy", "deadline-ms", "inflight", "secret-file", "model", "text", "eval-tokens",
+     "repeat", "tokenizer", "threads"},
+    {"verify", "json"},
+    RunFetch,
+});
+
+}  // namespace kvstream::cli

@@ -1,0 +1,104 @@
+// What `kvstream serve`, `fetch`, `bench transport` and the streaming demo share: host:port and secret
+// parsing, prefilling a text's windows into contexts, and the KvTransform that measures fetched KV.
+//
+// Contexts served from a text: context "i" is the KV of tokens [i * T, (i + 1) * T) of the tokenized text,
+// prefilled from scratch, so a fetcher that has the same model and text knows exactly what it receives.
+//
+// Header-only on purpose: tools/CMakeLists.txt compiles only tools/cmd_*.cpp besides main and args.
+#pragma once
+
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kvstream/model.h"
+#include "kvstream/quality.h"
+#include "kvstream/stream.h"
+#include "tools/command.h"
+
+namespace kvstream::cli {
+
+inline Result<std::pair<std::string, int>> ParseHostPort(const std::string& flag, const std::string& value) {
+  const size_t colon = value.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == value.size()) {
+    return Status::InvalidArgument("--" + flag + " = '" + value + "': expected HOST:PORT");
+  }
+  const std::string port_text = value.substr(colon + 1);
+  if (port_text.find_first_not_of("0123456789") != std::string::npos || port_text.size() > 5) {
+    return Status::InvalidArgument("--" + flag + " = '" + value + "': port '" + port_text + "' is not a number");
+  }
+  const int port = std::stoi(port_text);
+  if (port > 65535) return Status::InvalidArgument("--" + flag + ": port " + port_text + " exceeds 65535");
+  return std::make_pair(value.substr(0, colon), port);
+}
+
+// The shared secret: the file's bytes without a trailing newline (at most 4 KiB, at least 1 byte).
+inline Result<std::string> ReadSecretFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound("--secret-file " + path + ": cannot open");
+  std::string secret(4097, '\0');
+  in.read(secret.data(), static_cast<std::streamsize>(secret.size()));
+  secret.resize(static_cast<size_t>(in.gcount()));
+  if (secret.size() > 4096) return Status::InvalidArgument("--secret-file " + path + ": longer than 4096 bytes");
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  if (secret.empty()) return Status::InvalidArgument("--secret-file " + path + " is empty");
+  return secret;
+}
+
+struct TextContext {
+  std::vector<int> tokens;  // the window's tokens
+  KvCache cache;
+};
+
+// Prefills window `index` of `tokens` (windows of `window` tokens).
+inline Result<TextContext> PrefillWindow(const Model& model, const std::vector<int>& tokens, int index, int window) {
+  const size_t begin = static_cast<size_t>(index) * static_cast<size_t>(window);
+  if (window <= 0 || begin + static_cast<size_t>(window) > tokens.size()) {
+    return Status::InvalidArgument("context " + std::to_string(index) + " needs tokens [" + std::to_string(begin) + ", " +
+                                   std::to_string(begin + window) + "), the text has " + std::to_string(tokens.size()));
+  }
+  if (window > model.config().max_seq_len) {
+    return Status::InvalidArgument("--tokens = " + std::to_string(window) + " exceeds the model's max_seq_len = " +
+                                   std::to_string(model.config().max_seq_len));
+  }
+  TextContext ctx;
+  ctx.tokens.assign(tokens.begin() + static_cast<long>(begin), tokens.begin() + static_cast<long>(begin + window));
+  ctx.cache = KvCache::Allocate(model.config(), window);
+  KVSTREAM_RETURN_IF_ERROR(model.Forward(ctx.tokens, ctx.cache, nullptr));
+  return ctx;
+}
+
+// Replaces a prefilled cache with KV fetched over the network: lets the quality meter score what arrived.
+class FetchedKv final : public KvTransform {
+ public:
+  FetchedKv(std::string name, const KvCache& fetched, uint64_t bytes)
+      : name_(std::move(name)), fetched_(fetched), bytes_(bytes) {}
+  std::string name() const override { return name_; }
+  Result<double> Apply(KvCache& cache) const override {
+    if (cache.layers != fetched_.layers || cache.kv_dim != fetched_.kv_dim || cache.tokens != fetched_.tokens) {
+      return Status::InvalidArgument("fetched KV is [" + std::to_string(fetched_.layers) + "][" + std::to_string(fetched_.tokens) +
+                                     "][" + std::to_string(fetched_.kv_dim) + "], the meter's context [" +
+                                     std::to_string(cache.layers) + "][" + std::to_string(cache.tokens) + "][" +
+                                     std::to_string(cache.kv_dim) + "]");
+    }
+    for (int l = 0; l < cache.layers; ++l) {
+      const size_t row = static_cast<size_t>(cache.tokens) * cache.kv_dim * sizeof(float);
+      std::memcpy(&cache.k[static_cast<size_t>(l) * cache.capacity * cache.kv_dim],
+                  &fetched_.k[static_cast<size_t>(l) * fetched_.capacity * fetched_.kv_dim], row);
+      std::memcpy(&cache.v[static_cast<size_t>(l) * cache.capacity * cache.kv_dim],
+                  &fetched_.v[static_cast<size_t>(l) * fetched_.capacity * fetched_.kv_dim], row);
+    }
+    const double values = 2.0 * cache.layers * cache.tokens * cache.kv_dim;
+    return 8.0 * static_cast<double>(bytes_) / values;
+  }
+
+ private:
+  std::string name_;
+  const KvCache& fetched_;
+  uint64_t bytes_;
+};
+
+}  // namespace kvstream::cli
