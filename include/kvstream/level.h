@@ -24,8 +24,13 @@ inline std::string LevelName(Level level) {
     case kLevelFp16: return "fp16";
     case kLevelInt8: return "int8";
     case kLevelText: return "text";
-    default: return IsLossyLevel(level) ? "L" + std::to_string(level) : "invalid(" + std::to_string(level) + ")";
+    default: break;
   }
+  // Appending (rather than `"L" + std::to_string(...)`) sidesteps a GCC 12 -Wrestrict false positive.
+  std::string name = IsLossyLevel(level) ? "L" : "invalid(";
+  name += std::to_string(level);
+  if (!IsLossyLevel(level)) name += ")";
+  return name;
 }
 
 // Parses "fp16", "int8", "text", "L3" or "3"; returns false for anything else.
