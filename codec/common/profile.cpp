@@ -1,0 +1,225 @@
+// Profile: default ladder, canonical serialisation, hashing and defensive parsing (docs/format.md,
+// "Profile").
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "codec/common/crc32c.h"
+#include "codec/common/profile_data.h"
+
+namespace kvstream {
+
+using codec::ByteReader;
+using codec::ByteWriter;
+
+std::vector<LevelSpec> DefaultLadder(int layers) {
+  // Steps relative to the (layer, K/V) base step (the RMS channel std): 0.05 keeps ~38 dB SNR (near
+  // lossless); 1.0 is about 11 dB, where the model starts to drift. Measured ladders replace these.
+  static constexpr float kMultipliers[] = {0.05f, 0.1f, 0.2f, 0.35f, 0.6f, 1.0f};
+  // CacheGen's released config (keys 32/16, values 32/16 bins) is level 3; others scale it by 2x.
+  static constexpr int kBins[][2] = {{128, 64}, {64, 32}, {32, 16}, {16, 8}, {8, 6}, {6, 4}};
+  const int key_fine = std::max(1, static_cast<int>(std::lround(layers * 10.0 / 32.0)));
+  const int value_fine = std::max(1, static_cast<int>(std::lround(layers * 2.0 / 32.0)));
+  std::vector<LevelSpec> ladder;
+  for (int i = 0; i < 6; ++i) {
+    LevelSpec s;
+    s.level = i + 1;
+    s.step_multiplier[0] = s.step_multiplier[1] = kMultipliers[i];
+    s.fine_layers[0] = std::min(layers, key_fine);
+    s.fine_layers[1] = std::min(layers, value_fine);
+    s.fine_factor = 0.5f;
+    for (int kv = 0; kv < 2; ++kv) {
+      s.cachegen_bins[kv][0] = kBins[i][0];
+      s.cachegen_bins[kv][1] = kBins[i][1];
+    }
+    ladder.push_back(s);
+  }
+  return ladder;
+}
+
+uint64_t ProfileHash(const uint8_t* data, size_t size) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < size; ++i) {
+    h ^= data[i];
+    h *= 0x100000001b3ull;
+  }
+  return h == 0 ? 1 : h;
+}
+
+void ProfileData::Finalize() {
+  bytes.clear();
+  ByteWriter w(&bytes);
+  w.Raw(codec::kProfileMagic, 4);
+  w.U16(codec::kProfileVersion);
+  w.U16(0);
+  w.U32(static_cast<uint32_t>(layers));
+  w.U32(static_cast<uint32_t>(channels));
+  w.U32(static_cast<uint32_t>(ladder.size()));
+  w.U8(static_cast<uint8_t>(model.size()));
+  w.Raw(model.data(), model.size());
+  w.Raw(means.data(), means.size() * sizeof(float));
+  for (size_t i = 0; i < ladder.size(); ++i) {
+    const LevelSpec& s = ladder[i];
+    w.U32(static_cast<uint32_t>(s.level));
+    w.F32(s.step_multiplier[0]);
+    w.F32(s.step_multiplier[1]);
+    w.U32(static_cast<uint32_t>(s.fine_layers[0]));
+    w.U32(static_cast<uint32_t>(s.fine_layers[1]));
+    w.F32(s.fine_factor);
+    for (int kv = 0; kv < 2; ++kv)
+      for (int j = 0; j < 2; ++j) w.U32(static_cast<uint32_t>(s.cachegen_bins[kv][j]));
+    const LevelQuality& q = quality[i];
+    w.F64(q.top1_agreement);
+    w.F64(q.ppl_delta_pct);
+    w.F64(q.kl_mean);
+    w.F64(q.bits_per_value);
+    w.Raw(levels[i].steps.data(), levels[i].steps.size() * sizeof(float));
+    codec::WriteTableBank(levels[i].bank, w);
+  }
+  w.U32(codec::Crc32c(bytes.data(), bytes.size()));
+  hash = ProfileHash(bytes.data(), bytes.size());
+}
+
+namespace {
+
+Status CheckRange(const std::string& field, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi) {
+    return Status::CorruptData("profile: " + field + " = " + std::to_string(value) + " outside [" +
+                               std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return Status::Ok();
+}
+
+Status ReadFloats(ByteReader& in, size_t count, std::vector<float>* out, const char* field, bool positive) {
+  uint64_t bytes = 0;
+  if (!codec::MulWithin(count, sizeof(float), in.remaining(), &bytes)) {
+    return Status::CorruptData(std::string("profile: ") + field + " needs " + std::to_string(count) +
+                               " floats but only " + std::to_string(in.remaining()) + " bytes remain");
+  }
+  out->resize(count);
+  KVSTREAM_RETURN_IF_ERROR(in.Read(out->data(), bytes, field));
+  for (size_t i = 0; i < count; ++i) {
+    const float v = (*out)[i];
+    if (!std::isfinite(v) || (positive && !(v > 0.0f))) {
+      return Status::CorruptData(std::string("profile: ") + field + "[" + std::to_string(i) + "] = " +
+                                 std::to_string(v) + (positive ? " is not a finite positive number" : " is not finite"));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Profile> Profile::Parse(const uint8_t* data, size_t size, const ProfileLimits& limits) {
+  if (size > limits.max_bytes) {
+    return Status::ResourceExhausted("profile: " + std::to_string(size) + " bytes exceeds limit " +
+                                     std::to_string(limits.max_bytes));
+  }
+  if (size < 4 + 4) return Status::CorruptData("profile: " + std::to_string(size) + " bytes is too short");
+  if (std::memcmp(data, codec::kProfileMagic, 4) != 0) return Status::CorruptData("profile: bad magic (not a kvstream profile)");
+  uint32_t stored_crc = 0;
+  std::memcpy(&stored_crc, data + size - 4, 4);
+  const uint32_t crc = codec::Crc32c(data, size - 4);
+  if (crc != stored_crc) {
+    return Status::CorruptData("profile: CRC32C " + std::to_string(crc) + " does not match stored " +
+                               std::to_string(stored_crc));
+  }
+  ByteReader in(data, size - 4, "profile");
+  uint8_t magic[4];
+  KVSTREAM_RETURN_IF_ERROR(in.Read(magic, 4, "magic"));
+  uint16_t version = 0, reserved = 0;
+  KVSTREAM_RETURN_IF_ERROR(in.U16(&version, "version"));
+  if (version != codec::kProfileVersion) {
+    return Status::Unsupported("profile: version " + std::to_string(version) + ", this build reads " +
+                               std::to_string(codec::kProfileVersion));
+  }
+  KVSTREAM_RETURN_IF_ERROR(in.U16(&reserved, "reserved"));
+  uint32_t layers = 0, channels = 0, level_count = 0;
+  KVSTREAM_RETURN_IF_ERROR(in.U32(&layers, "layers"));
+  KVSTREAM_RETURN_IF_ERROR(in.U32(&channels, "channels"));
+  KVSTREAM_RETURN_IF_ERROR(in.U32(&level_count, "level count"));
+  KVSTREAM_RETURN_IF_ERROR(CheckRange("layers", layers, 1, limits.max_layers));
+  KVSTREAM_RETURN_IF_ERROR(CheckRange("channels", channels, 1, limits.max_channels));
+  KVSTREAM_RETURN_IF_ERROR(CheckRange("level count", level_count, 1, kMaxLossyLevel));
+  auto d = std::make_shared<ProfileData>();
+  d->layers = static_cast<int>(layers);
+  d->channels = static_cast<int>(channels);
+  uint8_t name_len = 0;
+  KVSTREAM_RETURN_IF_ERROR(in.U8(&name_len, "model name length"));
+  d->model.resize(name_len);
+  KVSTREAM_RETURN_IF_ERROR(in.Read(d->model.data(), name_len, "model name"));
+  const size_t per_level = static_cast<size_t>(layers) * 2 * channels;
+  KVSTREAM_RETURN_IF_ERROR(ReadFloats(in, per_level, &d->means, "means", false));
+  for (uint32_t i = 0; i < level_count; ++i) {
+    LevelSpec s;
+    uint32_t u = 0;
+    KVSTREAM_RETURN_IF_ERROR(in.U32(&u, "level"));
+    if (u != i + 1) {
+      return Status::CorruptData("profile: level entry " + std::to_string(i) + " is level " + std::to_string(u) +
+                                 ", expected " + std::to_string(i + 1));
+    }
+    s.level = static_cast<Level>(u);
+    KVSTREAM_RETURN_IF_ERROR(in.F32(&s.step_multiplier[0], "key step multiplier"));
+    KVSTREAM_RETURN_IF_ERROR(in.F32(&s.step_multiplier[1], "value step multiplier"));
+    for (int kv = 0; kv < 2; ++kv) {
+      KVSTREAM_RETURN_IF_ERROR(in.U32(&u, "fine layers"));
+      KVSTREAM_RETURN_IF_ERROR(CheckRange("fine layers", u, 0, layers));
+      s.fine_layers[kv] = static_cast<int>(u);
+    }
+    KVSTREAM_RETURN_IF_ERROR(in.F32(&s.fine_factor, "fine factor"));
+    for (int kv = 0; kv < 2; ++kv) {
+      for (int j = 0; j < 2; ++j) {
+        KVSTREAM_RETURN_IF_ERROR(in.U32(&u, "cachegen bins"));
+        KVSTREAM_RETURN_IF_ERROR(CheckRange("cachegen bins", u, 4, 255));
+        s.cachegen_bins[kv][j] = static_cast<int>(u);
+      }
+    }
+    for (float f : {s.step_multiplier[0], s.step_multiplier[1], s.fine_factor}) {
+      if (!std::isfinite(f) || !(f > 0.0f)) {
+        return Status::CorruptData("profile: level " + std::to_string(i + 1) + " has a non-positive step parameter " +
+                                   std::to_string(f));
+      }
+    }
+    LevelQuality q;
+    KVSTREAM_RETURN_IF_ERROR(in.F64(&q.top1_agreement, "quality"));
+    KVSTREAM_RETURN_IF_ERROR(in.F64(&q.ppl_delta_pct, "quality"));
+    KVSTREAM_RETURN_IF_ERROR(in.F64(&q.kl_mean, "quality"));
+    KVSTREAM_RETURN_IF_ERROR(in.F64(&q.bits_per_value, "quality"));
+    ProfileLevelData level;
+    KVSTREAM_RETURN_IF_ERROR(ReadFloats(in, per_level, &level.steps, "steps", true));
+    Status st = codec::ReadTableBank(in, per_level, &level.bank);
+    if (!st.ok()) return st.WithContext("level " + std::to_string(i + 1));
+    d->ladder.push_back(s);
+    d->quality.push_back(q);
+    d->levels.push_back(std::move(level));
+  }
+  if (in.remaining() != 0) {
+    return Status::CorruptData("profile: " + std::to_string(in.remaining()) + " bytes left over after the last level");
+  }
+  d->bytes.assign(data, data + size);
+  d->hash = ProfileHash(data, size);
+  return Profile(std::move(d));
+}
+
+const std::vector<uint8_t>& Profile::bytes() const { return data_->bytes; }
+uint64_t Profile::hash() const { return data_->hash; }
+const std::string& Profile::model() const { return data_->model; }
+int Profile::layers() const { return data_->layers; }
+int Profile::channels() const { return data_->channels; }
+const std::vector<LevelSpec>& Profile::ladder() const { return data_->ladder; }
+const std::vector<LevelQuality>& Profile::quality() const { return data_->quality; }
+
+Result<Profile> Profile::WithQuality(Level level, const LevelQuality& quality) const {
+  if (level < 1 || level > static_cast<Level>(data_->ladder.size())) {
+    return Status::InvalidArgument("profile: level " + std::to_string(level) + " not in the ladder 1.." +
+                                   std::to_string(data_->ladder.size()));
+  }
+  auto copy = std::make_shared<ProfileData>(*data_);
+  copy->quality[static_cast<size_t>(level - 1)] = quality;
+  copy->Finalize();
+  return Profile(std::move(copy));
+}
+
+}  // namespace kvstream

@@ -1,0 +1,78 @@
+// Per-element quantisation and dequantisation of the lossy schemes, written once as host/device code.
+//
+// The decoder's reconstruction is part of the format: it is defined here bit for bit in IEEE fp32 with
+// every operation rounded separately (no fused multiply-add), so the CPU decoder, the CUDA kernels and
+// an independent implementation all produce identical floats. The encoder's choice of q is free (it
+// rounds to nearest); only the reconstruction is normative.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "codec/common/container_format.h"
+#include "common/half.h"
+
+namespace kvstream::codec {
+
+// Separately rounded fp32 operations. Separate inline functions keep host compilers from contracting a
+// multiply and an add into an FMA (contraction only applies within one expression); on the device the
+// _rn intrinsics forbid it explicitly.
+KVSTREAM_HD float MulRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+KVSTREAM_HD float AddRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+KVSTREAM_HD float DivRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
+// The integer a non-escape symbol stands for.
+KVSTREAM_HD int SymbolToQ(uint8_t symbol) { return static_cast<int>(symbol) - kSymbolZero; }
+KVSTREAM_HD uint8_t QToSymbol(int q) { return static_cast<uint8_t>(q + kSymbolZero); }
+
+// Channel-uniform scheme: x' = mean + q * step.
+KVSTREAM_HD float DequantChannelUniform(uint8_t symbol, float mean, float step) {
+  return AddRn(mean, MulRn(static_cast<float>(SymbolToQ(symbol)), step));
+}
+
+// CacheGen scheme: the (layer, token) step is max|x| / C with C = bins / 2 - 1; x' = q * step.
+KVSTREAM_HD int CacheGenRange(int bins) { return bins / 2 - 1; }
+KVSTREAM_HD float CacheGenStep(uint16_t max_abs_fp16, int bins) {
+  return DivRn(HalfToFloat(max_abs_fp16), static_cast<float>(CacheGenRange(bins)));
+}
+KVSTREAM_HD float DequantScaled(uint8_t symbol, float step) {
+  return MulRn(static_cast<float>(SymbolToQ(symbol)), step);
+}
+
+// Int8 level: x' = q * scale, q the stored signed byte, scale the token's fp16 scale.
+KVSTREAM_HD float DequantInt8(int8_t q, uint16_t scale_fp16) {
+  return MulRn(static_cast<float>(q), HalfToFloat(scale_fp16));
+}
+
+// Encoder side (host only): the nearest q for (x - offset) / step, or false when x is not finite or q
+// falls outside [-limit, limit] (the caller then escapes or clamps). inv_step = 1 / step.
+inline bool QuantizeNearest(float x, float offset, float inv_step, int limit, int* q) {
+  const float y = (x - offset) * inv_step;
+  const float bound = static_cast<float>(limit) + 0.5f;
+  if (!(y > -bound && y < bound)) return false;  // also NaN and infinities
+  // Round to nearest even without a libm call: exact for |y| < 2^22 under the default rounding mode.
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  const float r = (y + kMagic) - kMagic;
+  *q = static_cast<int>(r);
+  return *q >= -limit && *q <= limit;
+}
+
+}  // namespace kvstream::codec

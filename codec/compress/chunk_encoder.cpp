@@ -1,0 +1,438 @@
+// EncodeChunk: quantises a chunk's K and V per (layer, K/V) segment, entropy-codes the symbols and
+// writes the container (docs/format.md). Segments are independent and encoded in parallel.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codec/common/container_format.h"
+#include "codec/common/crc32c.h"
+#include "codec/common/parallel.h"
+#include "codec/common/profile_data.h"
+#include "codec/common/quantizer.h"
+#include "codec/common/rans.h"
+#include "codec/compress/table_clustering.h"
+#include "common/half.h"
+#include "kvstream/codec.h"
+
+namespace kvstream {
+namespace {
+
+using codec::ByteWriter;
+
+// Bank sizes tried for in-chunk tables; the smallest tables + payload wins. (Clustering dominates the
+// in-chunk encode time, so only three sizes, with few k-means iterations.)
+constexpr int kInChunkBankSizes[] = {1, 4, 16};
+constexpr int kInChunkIterations = 3;
+
+// Reads one [token] row of a (layer) of a view into floats, whatever its dtype and strides.
+void LoadRow(const TensorView& v, int64_t layer, int64_t token, float* out) {
+  const int64_t c_n = v.channels();
+  const int64_t base = layer * v.strides[0] + token * v.strides[1];
+  const int64_t cs = v.strides[2];
+  switch (v.dtype) {
+    case DType::kF32: {
+      const float* p = static_cast<const float*>(v.data) + base;
+      for (int64_t c = 0; c < c_n; ++c) out[c] = p[c * cs];
+      break;
+    }
+    case DType::kF16: {
+      const uint16_t* p = static_cast<const uint16_t*>(v.data) + base;
+      for (int64_t c = 0; c < c_n; ++c) out[c] = HalfToFloat(p[c * cs]);
+      break;
+    }
+    case DType::kBF16: {
+      const uint16_t* p = static_cast<const uint16_t*>(v.data) + base;
+      for (int64_t c = 0; c < c_n; ++c) out[c] = BFloat16ToFloat(p[c * cs]);
+      break;
+    }
+  }
+}
+
+// One (layer, K/V) slice as dense fp32 [tokens][channels].
+std::vector<float> LoadSlice(const TensorView& v, int64_t layer) {
+  std::vector<float> out(static_cast<size_t>(v.tokens() * v.channels()));
+  for (int64_t t = 0; t < v.tokens(); ++t) LoadRow(v, layer, t, out.data() + t * v.channels());
+  return out;
+}
+
+struct SegmentJob {
+  const TensorView* view;
+  int64_t layer;
+  int kv;
+};
+
+// The symbols of one lossy segment, plus what a table-driven encoder needs.
+struct Symbols {
+  std::vector<uint8_t> symbols;   // [tokens][channels]
+  std::vector<uint16_t> escapes;  // fp16 values of the escape symbols, in order
+};
+
+// Escapes every symbol the channel's model cannot code (frequency 0), keeping its value exact-ish.
+void EscapeUncodable(const std::vector<const codec::RansModel*>& models, const std::vector<float>& x,
+                     Symbols* s) {
+  const size_t channels = models.size();
+  std::vector<const uint16_t*> freq(channels);
+  for (size_t c = 0; c < channels; ++c) freq[c] = models[c]->frequencies();
+  s->escapes.clear();
+  for (size_t row = 0; row < s->symbols.size(); row += channels) {
+    uint8_t* sym = s->symbols.data() + row;
+    for (size_t c = 0; c < channels; ++c) {
+      if (freq[c][sym[c]] == 0) sym[c] = codec::kEscapeSymbol;  // covers the escape itself when freq[0] = 0
+      if (sym[c] == codec::kEscapeSymbol) s->escapes.push_back(FloatToHalf(x[row + c]));
+    }
+  }
+}
+
+// Writes u32 stream bytes, u32 escape count, `params`, the stream and the escapes.
+Status FinishLossySegment(const std::vector<uint8_t>& params, const Symbols& s,
+                          const std::vector<const codec::RansModel*>& models, std::vector<uint8_t>* out) {
+  std::vector<uint8_t> stream;
+  KVSTREAM_RETURN_IF_ERROR(codec::RansEncode(s.symbols.data(), s.symbols.size(), models.data(), models.size(), &stream));
+  if (stream.size() > std::numeric_limits<uint32_t>::max() || s.escapes.size() > std::numeric_limits<uint32_t>::max()) {
+    return Status::ResourceExhausted("segment exceeds 4 GiB");
+  }
+  ByteWriter w(out);
+  w.U32(static_cast<uint32_t>(stream.size()));
+  w.U32(static_cast<uint32_t>(s.escapes.size()));
+  w.Raw(params.data(), params.size());
+  w.Raw(stream.data(), stream.size());
+  w.Raw(s.escapes.data(), s.escapes.size() * 2);
+  return Status::Ok();
+}
+
+// Chooses the in-chunk bank (size and grouping) with the fewest total bits for these symbols.
+Result<codec::TableBank> BestInChunkBank(const Symbols& s, size_t channels) {
+  std::vector<codec::Histogram> hist(channels);
+  for (auto& h : hist) h.fill(0);
+  for (size_t i = 0; i < s.symbols.size(); ++i) ++hist[i % channels][s.symbols[i]];
+  std::optional<codec::Clustering> best;
+  for (int k : kInChunkBankSizes) {
+    if (static_cast<size_t>(k) > channels) break;
+    codec::ClusterOptions options;
+    options.max_tables = k;
+    options.iterations = kInChunkIterations;
+    KVSTREAM_ASSIGN_OR_RETURN(codec::Clustering c, codec::ClusterHistograms(hist, options));
+    if (!best || c.payload_bits + c.bank_bits < best->payload_bits + best->bank_bits) best = std::move(c);
+  }
+  return std::move(best->bank);
+}
+
+float StepFor(const LevelSpec& spec, int64_t layer, int kv, float base) {
+  float m = spec.step_multiplier[kv];
+  if (layer < spec.fine_layers[kv]) m *= spec.fine_factor;
+  return base * m;
+}
+
+Status EncodeChannelUniform(const SegmentJob& job, const LevelSpec& spec, const Profile* profile,
+                            std::vector<uint8_t>* out) {
+  const int64_t tokens = job.view->tokens(), channels = job.view->channels();
+  const std::vector<float> x = LoadSlice(*job.view, job.layer);
+  std::vector<float> mean(static_cast<size_t>(channels)), step(static_cast<size_t>(channels));
+  std::vector<uint8_t> params;
+  ByteWriter pw(&params);
+  if (profile) {
+    const ProfileData& d = profile->data();
+    const ProfileLevelData& lvl = d.levels[static_cast<size_t>(spec.level - 1)];
+    for (int64_t c = 0; c < channels; ++c) {
+      const size_t i = d.Index(static_cast<int>(job.layer), job.kv, static_cast<int>(c));
+      mean[c] = d.means[i];
+      step[c] = lvl.steps[i];
+    }
+  } else {
+    // In-chunk parameters: fp16 channel means and one fp32 step from the RMS channel std. (Robust
+    // median/MAD estimates were measured on SmolLM2 and changed neither size nor quality, while MAD = 0
+    // channels of small models gave steps below fp32 resolution.)
+    std::vector<double> sum(channels, 0.0), sq(channels, 0.0);
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t c = 0; c < channels; ++c) {
+        const double v = std::isfinite(x[t * channels + c]) ? x[t * channels + c] : 0.0;
+        sum[c] += v;
+        sq[c] += v * v;
+      }
+    }
+    double var_sum = 0;
+    for (int64_t c = 0; c < channels; ++c) {
+      const double m = sum[c] / static_cast<double>(tokens);
+      var_sum += std::max(0.0, sq[c] / static_cast<double>(tokens) - m * m);
+      mean[c] = HalfToFloat(FloatToHalf(static_cast<float>(m)));
+      if (!std::isfinite(mean[c])) mean[c] = 0.0f;  // a mean beyond fp16's range: those values escape
+    }
+    double base = std::sqrt(var_sum / static_cast<double>(channels));
+    if (!(base > 1e-30) || !std::isfinite(base)) base = 1.0;  // constant data: any step codes it
+    float s = StepFor(spec, job.layer, job.kv, static_cast<float>(base));
+    if (!std::isfinite(s)) s = std::numeric_limits<float>::max();
+    std::fill(step.begin(), step.end(), s);
+    pw.F32(s);
+    for (int64_t c = 0; c < channels; ++c) pw.U16(FloatToHalf(mean[c]));
+  }
+  Symbols s;
+  s.symbols.resize(x.size());
+  std::vector<float> inv(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) inv[c] = 1.0f / step[c];
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t c = 0; c < channels; ++c) {
+      const size_t i = static_cast<size_t>(t * channels + c);
+      int q = 0;
+      s.symbols[i] = codec::QuantizeNearest(x[i], mean[c], inv[c], codec::kMaxAbsQ, &q) ? codec::QToSymbol(q)
+                                                                                       : codec::kEscapeSymbol;
+    }
+  }
+  std::vector<const codec::RansModel*> models;
+  codec::TableBank bank;
+  if (profile) {
+    const ProfileData& d = profile->data();
+    models = d.levels[static_cast<size_t>(spec.level - 1)].bank.ChannelModels(
+        d.Index(static_cast<int>(job.layer), job.kv, 0), static_cast<size_t>(channels));
+  } else {
+    KVSTREAM_ASSIGN_OR_RETURN(bank, BestInChunkBank(s, static_cast<size_t>(channels)));
+    models = bank.ChannelModels(0, static_cast<size_t>(channels));
+    codec::WriteTableBank(bank, pw);
+  }
+  EscapeUncodable(models, x, &s);
+  return FinishLossySegment(params, s, models, out);
+}
+
+Status EncodeCacheGen(const SegmentJob& job, const LevelSpec& spec, std::vector<uint8_t>* out) {
+  const int64_t tokens = job.view->tokens(), channels = job.view->channels();
+  const std::vector<float> x = LoadSlice(*job.view, job.layer);
+  const int bins = spec.cachegen_bins[job.kv][job.layer < spec.fine_layers[job.kv] ? 0 : 1];
+  const int range = codec::CacheGenRange(bins);
+  std::vector<uint8_t> params;
+  ByteWriter pw(&params);
+  pw.U8(static_cast<uint8_t>(bins));
+  Symbols s;
+  s.symbols.resize(x.size());
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = x.data() + t * channels;
+    float max_abs = 0;
+    for (int64_t c = 0; c < channels; ++c) {
+      if (std::isfinite(row[c])) max_abs = std::max(max_abs, std::fabs(row[c]));
+    }
+    const uint16_t max16 = FloatToHalf(max_abs);
+    pw.U16(max16);
+    const float step = codec::CacheGenStep(max16, bins);
+    const float inv = step > 0 && std::isfinite(step) ? 1.0f / step : 0.0f;
+    for (int64_t c = 0; c < channels; ++c) {
+      const size_t i = static_cast<size_t>(t * channels + c);
+      if (!std::isfinite(row[c])) {
+        s.symbols[i] = codec::kEscapeSymbol;
+        continue;
+      }
+      // CacheGen clamps to its range; the fp16-rounded max can put |x| / step a hair above it.
+      const float r = std::nearbyint(row[c] * inv);
+      s.symbols[i] = codec::QToSymbol(static_cast<int>(std::clamp(r, static_cast<float>(-range), static_cast<float>(range))));
+    }
+  }
+  KVSTREAM_ASSIGN_OR_RETURN(codec::TableBank bank, BestInChunkBank(s, static_cast<size_t>(channels)));
+  const auto models = bank.ChannelModels(0, static_cast<size_t>(channels));
+  codec::WriteTableBank(bank, pw);
+  EscapeUncodable(models, x, &s);
+  return FinishLossySegment(params, s, models, out);
+}
+
+// Level int8: per-token fp16 scale = max|x| / 127, then the int8 values, uncoded.
+void EncodeInt8(const SegmentJob& job, std::vector<uint8_t>* out) {
+  const int64_t tokens = job.view->tokens(), channels = job.view->channels();
+  const std::vector<float> x = LoadSlice(*job.view, job.layer);
+  ByteWriter w(out);
+  std::vector<uint16_t> scales(static_cast<size_t>(tokens));
+  for (int64_t t = 0; t < tokens; ++t) {
+    float max_abs = 0;
+    for (int64_t c = 0; c < channels; ++c) {
+      const float v = x[t * channels + c];
+      if (std::isfinite(v)) max_abs = std::max(max_abs, std::fabs(v));
+    }
+    scales[t] = FloatToHalf(max_abs / 127.0f);
+  }
+  w.Raw(scales.data(), scales.size() * 2);
+  std::vector<int8_t> q(x.size());
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float scale = HalfToFloat(scales[t]);
+    const float inv = scale > 0 && std::isfinite(scale) ? 1.0f / scale : 0.0f;
+    for (int64_t c = 0; c < channels; ++c) {
+      const float v = x[t * channels + c];
+      const float r = std::isfinite(v) ? std::nearbyint(v * inv) : 0.0f;
+      q[t * channels + c] = static_cast<int8_t>(std::clamp(r, -127.0f, 127.0f));
+    }
+  }
+  w.Raw(q.data(), q.size());
+}
+
+// Level fp16: fp16 and bf16 inputs verbatim, fp32 rounded to fp16.
+void EncodeFp16(const SegmentJob& job, std::vector<uint8_t>* out) {
+  const TensorView& v = *job.view;
+  const int64_t tokens = v.tokens(), channels = v.channels();
+  std::vector<uint16_t> buf(static_cast<size_t>(tokens * channels));
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t base = job.layer * v.strides[0] + t * v.strides[1];
+    for (int64_t c = 0; c < channels; ++c) {
+      const int64_t off = base + c * v.strides[2];
+      buf[t * channels + c] = v.dtype == DType::kF32 ? FloatToHalf(static_cast<const float*>(v.data)[off])
+                                                     : static_cast<const uint16_t*>(v.data)[off];
+    }
+  }
+  ByteWriter(out).Raw(buf.data(), buf.size() * 2);
+}
+
+Status ValidateInput(const ChunkInput& chunk, const EncodeOptions& options, const LevelSpec** spec,
+                     std::vector<LevelSpec>* default_ladder) {
+  KVSTREAM_RETURN_IF_ERROR(ValidateView(chunk.keys, "keys"));
+  KVSTREAM_RETURN_IF_ERROR(ValidateView(chunk.values, "values"));
+  static const char* kDims[] = {"layers", "tokens", "channels"};
+  for (int i = 0; i < 3; ++i) {
+    if (chunk.keys.shape[i] != chunk.values.shape[i]) {
+      return Status::InvalidArgument(std::string("encode: keys ") + kDims[i] + " = " + std::to_string(chunk.keys.shape[i]) +
+                                     " differs from values " + kDims[i] + " = " + std::to_string(chunk.values.shape[i]));
+    }
+    if (chunk.keys.shape[i] < 1 || chunk.keys.shape[i] > std::numeric_limits<int32_t>::max()) {
+      return Status::InvalidArgument(std::string("encode: ") + kDims[i] + " = " + std::to_string(chunk.keys.shape[i]) +
+                                     " outside [1, 2^31)");
+    }
+  }
+  if (chunk.keys.device != Device::kHost || chunk.values.device != Device::kHost) {
+    return Status::Unsupported("encode: the CPU encoder reads host views only");
+  }
+  if (chunk.keys.dtype != chunk.values.dtype) {
+    return Status::InvalidArgument(std::string("encode: keys dtype ") + DTypeName(chunk.keys.dtype) +
+                                   " differs from values dtype " + DTypeName(chunk.values.dtype));
+  }
+  if (chunk.token_begin < 0) {
+    return Status::InvalidArgument("encode: token_begin = " + std::to_string(chunk.token_begin) + " is negative");
+  }
+  if (!IsValidLevel(options.level)) {
+    return Status::InvalidArgument("encode: level " + std::to_string(options.level) + " is not a valid level");
+  }
+  if (options.level == kLevelText && chunk.token_ids == nullptr) {
+    return Status::InvalidArgument("encode: level text needs the chunk's token_ids");
+  }
+  if (!IsLossyLevel(options.level)) return Status::Ok();
+  if (options.scheme != QuantScheme::kChannelUniform && options.scheme != QuantScheme::kCacheGenToken) {
+    return Status::InvalidArgument("encode: unknown scheme " + std::to_string(static_cast<int>(options.scheme)));
+  }
+  const std::vector<LevelSpec>* ladder = nullptr;
+  if (options.profile) {
+    const Profile& p = *options.profile;
+    if (p.layers() != chunk.keys.layers() || p.channels() != chunk.keys.channels()) {
+      return Status::InvalidArgument("encode: profile '" + p.model() + "' is for " + std::to_string(p.layers()) +
+                                     " layers x " + std::to_string(p.channels()) + " channels, the chunk has " +
+                                     std::to_string(chunk.keys.layers()) + " x " + std::to_string(chunk.keys.channels()));
+    }
+    ladder = &p.ladder();
+  } else {
+    *default_ladder = DefaultLadder(static_cast<int>(chunk.keys.layers()));
+    ladder = default_ladder;
+  }
+  if (options.level > static_cast<Level>(ladder->size())) {
+    return Status::InvalidArgument("encode: level " + std::to_string(options.level) + " is beyond the ladder's " +
+                                   std::to_string(ladder->size()) + " lossy levels");
+  }
+  *spec = &(*ladder)[static_cast<size_t>(options.level - 1)];
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* QuantSchemeName(QuantScheme scheme) {
+  switch (scheme) {
+    case QuantScheme::kChannelUniform: return "channel-uniform";
+    case QuantScheme::kCacheGenToken: return "cachegen-token";
+  }
+  return "unknown";
+}
+
+Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOptions& options) {
+  const LevelSpec* spec = nullptr;
+  std::vector<LevelSpec> default_ladder;
+  KVSTREAM_RETURN_IF_ERROR(ValidateInput(chunk, options, &spec, &default_ladder));
+  const int64_t layers = chunk.keys.layers(), tokens = chunk.keys.tokens(), channels = chunk.keys.channels();
+  const Level level = options.level;
+  const bool lossy = IsLossyLevel(level);
+  const bool uses_profile = lossy && options.profile && options.scheme == QuantScheme::kChannelUniform;
+  const DType stored = (level == kLevelFp16 && chunk.keys.dtype == DType::kBF16) ? DType::kBF16 : DType::kF16;
+
+  std::vector<SegmentJob> jobs;
+  if (level == kLevelText) {
+    jobs.push_back({nullptr, 0, 2});
+  } else {
+    for (int64_t l = 0; l < layers; ++l) {
+      jobs.push_back({&chunk.keys, l, 0});
+      jobs.push_back({&chunk.values, l, 1});
+    }
+  }
+  std::vector<std::vector<uint8_t>> payloads(jobs.size());
+  KVSTREAM_RETURN_IF_ERROR(codec::RunParallel(jobs.size(), options.threads, options.parallel_for, [&](size_t i) -> Status {
+    const SegmentJob& job = jobs[i];
+    std::vector<uint8_t>* out = &payloads[i];
+    if (level == kLevelText) {
+      ByteWriter w(out);
+      for (int64_t t = 0; t < tokens; ++t) {
+        if (chunk.token_ids[t] < 0) {
+          return Status::InvalidArgument("encode: token_ids[" + std::to_string(t) + "] = " +
+                                         std::to_string(chunk.token_ids[t]) + " is negative");
+        }
+        w.U32(static_cast<uint32_t>(chunk.token_ids[t]));
+      }
+      return Status::Ok();
+    }
+    if (level == kLevelFp16) {
+      EncodeFp16(job, out);
+      return Status::Ok();
+    }
+    if (level == kLevelInt8) {
+      EncodeInt8(job, out);
+      return Status::Ok();
+    }
+    if (options.scheme == QuantScheme::kCacheGenToken) return EncodeCacheGen(job, *spec, out);
+    return EncodeChannelUniform(job, *spec, uses_profile ? options.profile : nullptr, out);
+  }));
+
+  const uint64_t header_bytes = codec::kChunkFixedHeaderBytes + codec::kSegmentEntryBytes * jobs.size() + 4;
+  uint64_t total = header_bytes;
+  for (const auto& p : payloads) {
+    if (p.size() > std::numeric_limits<uint32_t>::max()) {
+      return Status::ResourceExhausted("encode: a segment of " + std::to_string(p.size()) + " bytes exceeds 4 GiB");
+    }
+    total += p.size();
+  }
+  std::vector<uint8_t> out;
+  out.reserve(total);
+  ByteWriter w(&out);
+  w.Raw(codec::kChunkMagic, 4);
+  w.U16(codec::kChunkVersion);
+  w.U16(static_cast<uint16_t>(codec::kChunkFixedHeaderBytes));
+  w.U8(static_cast<uint8_t>(static_cast<int8_t>(level)));
+  w.U8(lossy ? static_cast<uint8_t>(options.scheme) : 0);
+  w.U8(static_cast<uint8_t>(chunk.keys.dtype));
+  w.U8(level == kLevelFp16 ? static_cast<uint8_t>(stored) : 0);
+  w.U8(lossy && !uses_profile ? codec::kChunkFlagInChunkTables : 0);
+  w.U8(0);
+  w.U16(0);
+  w.U32(static_cast<uint32_t>(layers));
+  w.U32(static_cast<uint32_t>(tokens));
+  w.U32(static_cast<uint32_t>(channels));
+  w.U32(static_cast<uint32_t>(jobs.size()));
+  w.U64(static_cast<uint64_t>(chunk.token_begin));
+  w.U64(uses_profile ? options.profile->hash() : 0);
+  w.U64(total);
+  w.U64(0);
+  uint64_t offset = header_bytes;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    w.U64(offset);
+    w.U32(static_cast<uint32_t>(payloads[i].size()));
+    w.U32(codec::Crc32c(payloads[i].data(), payloads[i].size()));
+    w.U32(static_cast<uint32_t>(jobs[i].layer));
+    w.U8(static_cast<uint8_t>(jobs[i].kv));
+    w.U8(0);
+    w.U16(0);
+    offset += payloads[i].size();
+  }
+  w.U32(codec::Crc32c(out.data(), out.size()));
+  for (const auto& p : payloads) w.Raw(p.data(), p.size());
+  return out;
+}
+
+}  // namespace kvstream

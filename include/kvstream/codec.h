@@ -1,0 +1,129 @@
+// kvstream/codec.h — encode and decode one KV chunk into kvstream's self-describing container.
+//
+// A chunk is the keys and values of every layer for tokens [token_begin, token_begin + N) of one
+// context. It is encoded on its own (no state shared with other chunks), so any chunk decodes by itself
+// and in any order. The byte format is specified in docs/format.md; the scheme and levels in docs/codec.md.
+//
+// Contract:
+//   * EncodeChunk reads the caller's views in place (any dtype, any strides) and returns the container
+//     bytes. It never modifies its inputs.
+//   * DecodeChunk treats its bytes as untrusted: every size, count and offset is checked against the
+//     buffer and against DecodeLimits before use, every CRC32C is verified, and a malformed chunk gives
+//     StatusCode::kCorruptData (or kResourceExhausted for a limit, kUnsupported for an unknown version or
+//     scheme) with a message naming the field, the value and the limit. It writes only inside the
+//     destination views, and writes nothing if the header or index is bad (a bad segment may leave
+//     earlier layers written).
+//   * Lossy levels reconstruct exactly the quantiser's fp32 reconstruction (codec/common/quantizer.h
+//     defines it bit for bit), rounded once to the destination dtype (round to nearest even; only NaN
+//     payloads may vary). Level fp16 is bit-exact for fp16
+//     and bf16 inputs (stored in their own 16-bit format) and rounds fp32 inputs to fp16.
+//   * All functions are thread-safe: they share no state; a Profile is immutable and may be shared.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kvstream/level.h"
+#include "kvstream/profile.h"
+#include "kvstream/status.h"
+#include "kvstream/tensor.h"
+
+namespace kvstream {
+
+// How a lossy level maps values to symbols. Stored in the chunk header; docs/codec.md explains each.
+enum class QuantScheme : uint8_t {
+  // Per (layer, K/V, channel) mean offset and uniform step; step = level multiplier x base step.
+  kChannelUniform = 1,
+  // CacheGen's released scheme: per (layer, token) symmetric scale = max |x| over channels, with a number
+  // of bins per (layer, K/V) that shrinks with depth. For comparison; not the default.
+  kCacheGenToken = 2,
+};
+const char* QuantSchemeName(QuantScheme scheme);
+
+// Runs task(0) .. task(count - 1), possibly concurrently, and returns when all have finished. Lets a
+// caller hand the codec its own thread pool; the codec starts no threads when one is given.
+using ParallelFor = std::function<void(size_t count, const std::function<void(size_t)>& task)>;
+
+// One chunk to encode. keys and values are [layers][tokens][channels] host views of equal shape.
+struct ChunkInput {
+  TensorView keys;
+  TensorView values;
+  int64_t token_begin = 0;                // position of the chunk's first token in its context
+  const int32_t* token_ids = nullptr;     // the chunk's token ids (tokens of them); required for kLevelText
+};
+
+struct EncodeOptions {
+  Level level = 1;                        // see kvstream/level.h; lossy levels 1..ladder size
+  // Entropy tables and quantisation parameters learned offline. Null (default): the chunk carries
+  // compact tables of its own (a few hundred bytes per layer and K/V). Must match the chunk's shape.
+  const Profile* profile = nullptr;
+  QuantScheme scheme = QuantScheme::kChannelUniform;  // ignored by fp16, int8 and text
+  int threads = 1;                        // segments encoded concurrently; 1 = the calling thread only
+  ParallelFor parallel_for;               // if set, used instead of starting `threads` std::threads
+};
+
+// Bounds on what a decoder accepts from untrusted bytes. Defaults fit any current open model with
+// chunks up to 64K tokens; raise them deliberately.
+struct DecodeLimits {
+  int64_t max_layers = 1024;
+  int64_t max_tokens = 65536;             // tokens in one chunk
+  int64_t max_channels = 65536;           // kv_heads * head_dim
+  int64_t max_values = int64_t{1} << 32;  // layers * tokens * channels * 2 (K and V)
+  uint64_t max_chunk_bytes = uint64_t{1} << 32;
+  uint64_t max_segment_bytes = uint64_t{1} << 31;
+};
+
+struct DecodeOptions {
+  // Required when the chunk references a profile (ChunkInfo::profile_hash != 0); its hash must match.
+  const Profile* profile = nullptr;
+  DecodeLimits limits;
+  int threads = 1;
+  ParallelFor parallel_for;
+};
+
+enum class SegmentTensor : uint8_t { kKeys = 0, kValues = 1, kTokens = 2 };
+
+struct SegmentInfo {
+  SegmentTensor tensor = SegmentTensor::kKeys;
+  uint32_t layer = 0;
+  uint64_t offset = 0;                    // from the start of the chunk
+  uint32_t size = 0;
+  uint32_t crc32c = 0;
+};
+
+// The header and segment index of a chunk, validated (CRCs of header and segments checked).
+struct ChunkInfo {
+  uint16_t version = 0;
+  Level level = kLevelFp16;
+  QuantScheme scheme = QuantScheme::kChannelUniform;  // meaningful for lossy levels only
+  DType source_dtype = DType::kF32;       // dtype of the encoded input
+  DType stored_dtype = DType::kF16;       // level fp16: the 16-bit format of the payload
+  bool in_chunk_tables = false;           // lossy: tables and parameters travel in the chunk
+  int64_t layers = 0;
+  int64_t tokens = 0;
+  int64_t channels = 0;
+  int64_t token_begin = 0;
+  uint64_t profile_hash = 0;              // 0 when no profile is referenced
+  uint64_t total_bytes = 0;
+  uint32_t header_bytes = 0;              // fixed header + segment index + its CRC
+  std::vector<SegmentInfo> segments;
+};
+
+Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOptions& options);
+
+// Decodes a chunk into keys_out and values_out, host views of any dtype and strides whose shape must be
+// [layers][tokens][channels] of the chunk (an error names the dimension that differs). A text-level chunk
+// holds no KV: DecodeChunk returns kInvalidArgument; use DecodeChunkTokens and recompute.
+Status DecodeChunk(const uint8_t* data, size_t size, const DecodeOptions& options, const TensorView& keys_out,
+                   const TensorView& values_out);
+
+// Validates the header, index and every CRC without decoding; cheap (one pass of CRC32C).
+Result<ChunkInfo> InspectChunk(const uint8_t* data, size_t size, const DecodeLimits& limits = {});
+
+// The token ids carried by a text-level chunk.
+Result<std::vector<int32_t>> DecodeChunkTokens(const uint8_t* data, size_t size, const DecodeLimits& limits = {});
+
+}  // namespace kvstream

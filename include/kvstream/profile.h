@@ -1,0 +1,110 @@
+// kvstream/profile.h — a model's codec profile: level ladder, quantisation parameters, entropy tables.
+//
+// A profile is learned once per model from sample contexts (ProfileBuilder, `kvstream profile`), sent
+// once per connection, and referenced by chunks through its 64-bit hash. It holds, for every (layer, K/V,
+// channel), the mean offset and per-level quantisation step, and for every lossy level a small bank of
+// rANS tables with each channel's index into it. Its byte format is in docs/format.md ("Profile").
+//
+// A Profile is immutable once built or parsed, cheap to copy (shared storage) and safe to share between
+// threads. Parse treats its bytes as untrusted, exactly like a chunk.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvstream/level.h"
+#include "kvstream/status.h"
+#include "kvstream/tensor.h"
+
+namespace kvstream {
+
+// One rung of a model's level ladder: the parameters a lossy level quantises with.
+struct LevelSpec {
+  Level level = 1;
+  // Channel-uniform scheme: step = multiplier x base step of (layer, K/V, channel); layers below
+  // fine_layers[K/V] use fine_factor x that step (early layers matter more, as CacheGen found).
+  float step_multiplier[2] = {0.1f, 0.1f};  // [keys, values]
+  int fine_layers[2] = {0, 0};
+  float fine_factor = 0.5f;
+  // CacheGen scheme: bins for [keys, values][fine layers, other layers]; each in [3, 255].
+  int cachegen_bins[2][2] = {{32, 16}, {32, 16}};
+};
+
+// The default ladder for a model of `layers` layers: level 1 near-lossless to the most aggressive last.
+// fine_layers follow CacheGen's released split (keys 10/32, values 2/32 of the depth, at least 1).
+std::vector<LevelSpec> DefaultLadder(int layers);
+
+// What a level costs in quality, when measured (kvstream eval / profile --measure); NaN when not.
+struct LevelQuality {
+  double top1_agreement = std::numeric_limits<double>::quiet_NaN();
+  double ppl_delta_pct = std::numeric_limits<double>::quiet_NaN();
+  double kl_mean = std::numeric_limits<double>::quiet_NaN();
+  double bits_per_value = std::numeric_limits<double>::quiet_NaN();
+};
+
+struct ProfileLimits {
+  int64_t max_layers = 1024;
+  int64_t max_channels = 65536;
+  uint64_t max_bytes = uint64_t{1} << 30;
+};
+
+struct ProfileData;  // private to codec/ (codec/common/profile_data.h)
+
+class Profile {
+ public:
+  // Parses profile bytes (untrusted): every count is checked against the buffer and the limits, the
+  // CRC32C verified, every table checked to sum to 2^12.
+  static Result<Profile> Parse(const uint8_t* data, size_t size, const ProfileLimits& limits = {});
+  // The canonical bytes; Parse(Serialize()) gives an equal profile with the same hash.
+  const std::vector<uint8_t>& bytes() const;
+  // 64-bit FNV-1a of bytes(); what chunks reference. Never 0.
+  uint64_t hash() const;
+
+  const std::string& model() const;
+  int layers() const;
+  int channels() const;
+  // The lossy levels this profile serves, 1..levels().size(), in order.
+  const std::vector<LevelSpec>& ladder() const;
+  const std::vector<LevelQuality>& quality() const;  // [level - 1]
+  // A copy with the measured quality of `level` recorded (the hash changes with the bytes).
+  Result<Profile> WithQuality(Level level, const LevelQuality& quality) const;
+
+  const ProfileData& data() const { return *data_; }
+
+ private:
+  explicit Profile(std::shared_ptr<const ProfileData> data) : data_(std::move(data)) {}
+  friend class ProfileBuilder;
+  std::shared_ptr<const ProfileData> data_;
+};
+
+struct ProfileOptions {
+  std::string model;                 // recorded in the profile, for reports (at most 255 bytes)
+  std::vector<LevelSpec> ladder;     // empty: DefaultLadder(layers)
+  int max_tables = 64;               // distinct rANS tables per level (1..255), shared by all channels
+  // base step of a channel = S * (std_c / S)^exponent with S the RMS of std over the (layer, K/V)'s
+  // channels. 0 (default) gives one step per (layer, K/V): the MSE-optimal choice under entropy coding.
+  float channel_exponent = 0.0f;
+};
+
+// Learns a profile from sample KV caches of one model (all samples of equal layers and channels).
+class ProfileBuilder {
+ public:
+  explicit ProfileBuilder(ProfileOptions options) : options_(std::move(options)) {}
+  // Copies the sample (any dtype and strides) as fp32; the first sample fixes layers and channels.
+  Status AddSample(const TensorView& keys, const TensorView& values);
+  Result<Profile> Build() const;
+
+ private:
+  ProfileOptions options_;
+  int64_t layers_ = 0;
+  int64_t channels_ = 0;
+  int64_t tokens_ = 0;
+  std::vector<std::vector<float>> samples_[2];  // [K/V][sample] layers * tokens_i * channels
+  std::vector<int64_t> sample_tokens_;
+};
+
+}  // namespace kvstream

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang (ASan + UBSan) in build-fuzz, writes a seed corpus of real
+# chunks, and runs every fuzzer for a bounded time. Exits non-zero if a fuzzer finds a crash.
+#   KVSTREAM_FUZZ_SECONDS   seconds per fuzzer (default 60)
+#   KVSTREAM_FUZZ_BUILD_DIR build folder (default build-fuzz)
+#   KVSTREAM_FUZZ_JOBS      build parallelism (default: nproc)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+seconds=${KVSTREAM_FUZZ_SECONDS:-60}
+build_dir=${KVSTREAM_FUZZ_BUILD_DIR:-build-fuzz}
+jobs=${KVSTREAM_FUZZ_JOBS:-$(nproc)}
+
+if [ ! -f "$build_dir/CMakeCache.txt" ]; then
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DKVSTREAM_FUZZ=ON -DKVSTREAM_SANITIZE=ON -DKVSTREAM_CUDA=OFF \
+    -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link >/dev/null
+fi
+targets=(chunk_decode_fuzz chunk_fuzz_seeds)
+[ -f tests/fuzz/rans_decode_fuzz.cpp ] && targets+=(rans_decode_fuzz)
+cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
+
+out="$build_dir/fuzz"
+mkdir -p "$out/chunk_corpus" "$out/chunk_seeds" "$out/rans_corpus" "$out/artifacts"
+# The seed generator runs a real model; leaks in it are not what is being fuzzed.
+ASAN_OPTIONS=detect_leaks=0 "$build_dir/bin/chunk_fuzz_seeds" "$out/chunk_seeds"
+
+status=0
+run() {
+  local name=$1; shift
+  echo "fuzz.sh: running $name for ${seconds}s"
+  if ! "$build_dir/bin/$name" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+      -artifact_prefix="$out/artifacts/$name-" "$@"; then
+    echo "fuzz.sh: $name FAILED (crash input in $out/artifacts/)" >&2
+    status=1
+  fi
+}
+run chunk_decode_fuzz "$out/chunk_corpus" "$out/chunk_seeds"
+if [ -x "$build_dir/bin/rans_decode_fuzz" ]; then
+  run rans_decode_fuzz "$out/rans_corpus"
+fi
+exit $status

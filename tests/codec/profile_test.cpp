@@ -1,0 +1,253 @@
+// Profiles: learning from real KV, save/load, hashing, chunks that reference them, hash mismatch, and
+// defensive parsing of corrupt profile bytes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "codec/common/crc32c.h"
+#include "codec/common/profile_data.h"
+#include "codec/common/quantizer.h"
+#include "common/half.h"
+#include "kv_fixture.h"
+#include "kvstream/codec.h"
+#include "kvstream/profile.h"
+#include "test_views.h"
+
+namespace kvstream {
+namespace {
+
+using testing::Layout;
+using testing::Slice;
+using testing::Tensor;
+
+constexpr int kTokens = 128;
+constexpr int kProfileTokens = 80;  // the profile learns from tokens [0, 80); chunks also cover unseen ones
+
+const testing::RealKv& Kv() {
+  std::string error;
+  const testing::RealKv* kv = testing::GetRealKv("stories260K", kTokens, &error);
+  if (!kv) ADD_FAILURE() << "stories260K: " << error;
+  return *kv;
+}
+
+Profile BuildProfile(int max_tables = 64, float exponent = 0.0f) {
+  const auto& kv = Kv();
+  ProfileOptions options;
+  options.model = "stories260K";
+  options.max_tables = max_tables;
+  options.channel_exponent = exponent;
+  ProfileBuilder builder(options);
+  // Two samples, as `kvstream profile` adds one per context.
+  EXPECT_TRUE(builder.AddSample(Slice(kv.cache.keys(), 0, 40), Slice(kv.cache.values(), 0, 40)).ok());
+  EXPECT_TRUE(builder.AddSample(Slice(kv.cache.keys(), 40, 40), Slice(kv.cache.values(), 40, 40)).ok());
+  auto p = builder.Build();
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return std::move(p).value();
+}
+
+const Profile& SharedProfile() {
+  static const Profile p = BuildProfile();
+  return p;
+}
+
+TEST(Profile, SaveLoadKeepsBytesAndHash) {
+  const Profile& p = SharedProfile();
+  EXPECT_EQ(p.model(), "stories260K");
+  EXPECT_EQ(p.layers(), Kv().cache.layers);
+  EXPECT_EQ(p.channels(), Kv().cache.kv_dim);
+  EXPECT_EQ(p.ladder().size(), DefaultLadder(p.layers()).size());
+  auto q = Profile::Parse(p.bytes().data(), p.bytes().size());
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->bytes(), p.bytes());
+  EXPECT_EQ(q->hash(), p.hash());
+  EXPECT_NE(p.hash(), 0u);
+  EXPECT_TRUE(std::isnan(q->quality()[0].top1_agreement));
+  // Deterministic: the same samples give the same profile.
+  EXPECT_EQ(BuildProfile().hash(), p.hash());
+}
+
+TEST(Profile, QualityIsRecordedAndChangesTheHash) {
+  const Profile& p = SharedProfile();
+  LevelQuality lq;
+  lq.top1_agreement = 0.99;
+  lq.ppl_delta_pct = 0.4;
+  lq.kl_mean = 0.001;
+  lq.bits_per_value = 1.7;
+  auto q = p.WithQuality(2, lq);
+  ASSERT_TRUE(q.ok());
+  EXPECT_NE(q->hash(), p.hash());
+  auto parsed = Profile::Parse(q->bytes().data(), q->bytes().size());
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->quality()[1].top1_agreement, 0.99);
+  EXPECT_EQ(parsed->quality()[1].bits_per_value, 1.7);
+  EXPECT_FALSE(p.WithQuality(0, lq).ok());
+  EXPECT_FALSE(p.WithQuality(99, lq).ok());
+}
+
+TEST(Profile, ChunksWithAProfileReproduceTheQuantizerGridAndAreSmaller) {
+  const auto& kv = Kv();
+  const Profile& p = SharedProfile();
+  const ProfileData& d = p.data();
+  ChunkInput in;
+  in.keys = Slice(kv.cache.keys(), 64, 64);  // half seen by the profile, half not
+  in.values = Slice(kv.cache.values(), 64, 64);
+  const int64_t L = in.keys.layers(), T = in.keys.tokens(), C = in.keys.channels();
+  for (Level level = 1; level <= static_cast<Level>(p.ladder().size()); ++level) {
+    SCOPED_TRACE("level " + std::to_string(level));
+    EncodeOptions eo;
+    eo.level = level;
+    eo.profile = &p;
+    auto bytes = EncodeChunk(in, eo);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    eo.profile = nullptr;
+    auto own = EncodeChunk(in, eo);
+    ASSERT_TRUE(own.ok());
+    std::printf("level %d: profile %.3f bits/value, in-chunk tables %.3f bits/value\n", level,
+                8.0 * bytes->size() / (2.0 * L * T * C), 8.0 * own->size() / (2.0 * L * T * C));
+    auto info = InspectChunk(bytes->data(), bytes->size());
+    ASSERT_TRUE(info.ok());
+    EXPECT_EQ(info->profile_hash, p.hash());
+    EXPECT_FALSE(info->in_chunk_tables);
+    Tensor k(DType::kF32, L, T, C, Layout::kDense), v = k;
+    DecodeOptions dopt;
+    dopt.profile = &p;
+    Status st = DecodeChunk(bytes->data(), bytes->size(), dopt, k.view, v.view);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    for (int64_t l = 0; l < L; ++l)
+      for (int kvi = 0; kvi < 2; ++kvi) {
+        const TensorView& src = kvi == 0 ? in.keys : in.values;
+        const Tensor& out = kvi == 0 ? k : v;
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t c = 0; c < C; ++c) {
+            const size_t i = d.Index(static_cast<int>(l), kvi, static_cast<int>(c));
+            const float mean = d.means[i], step = d.levels[level - 1].steps[i];
+            const float x = LoadAsFloat(src, l, t, c), y = out.at(l, t, c);
+            const float q = std::nearbyint((y - mean) / step);
+            const float grid = codec::DequantChannelUniform(codec::QToSymbol(static_cast<int>(q)), mean, step);
+            if (std::fabs(q) <= 127 && FloatBits(grid) == FloatBits(y)) {
+              ASSERT_LE(std::fabs(x - y), 0.5f * step * 1.001f + 1e-6f);
+            } else {
+              ASSERT_EQ(FloatBits(y), FloatBits(HalfToFloat(FloatToHalf(x))));
+            }
+          }
+      }
+  }
+}
+
+TEST(Profile, DecodingNeedsTheSameProfile) {
+  const auto& kv = Kv();
+  const Profile& p = SharedProfile();
+  const Profile other = BuildProfile(4);
+  ASSERT_NE(other.hash(), p.hash());
+  ChunkInput in;
+  in.keys = kv.cache.keys();
+  in.values = kv.cache.values();
+  EncodeOptions eo;
+  eo.level = 3;
+  eo.profile = &p;
+  auto bytes = EncodeChunk(in, eo);
+  ASSERT_TRUE(bytes.ok());
+  Tensor k(DType::kF32, in.keys.layers(), in.keys.tokens(), in.keys.channels(), Layout::kDense), v = k;
+  char want[20], have[20];
+  std::snprintf(want, sizeof want, "%016llx", static_cast<unsigned long long>(p.hash()));
+  std::snprintf(have, sizeof have, "%016llx", static_cast<unsigned long long>(other.hash()));
+  Status none = DecodeChunk(bytes->data(), bytes->size(), {}, k.view, v.view);
+  EXPECT_EQ(none.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(none.message().find(want), std::string::npos) << none.message();
+  DecodeOptions dopt;
+  dopt.profile = &other;
+  Status wrong = DecodeChunk(bytes->data(), bytes->size(), dopt, k.view, v.view);
+  EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong.message().find(want), std::string::npos) << wrong.message();
+  EXPECT_NE(wrong.message().find(have), std::string::npos) << wrong.message();
+  // A profile of another shape is refused at encode time.
+  in.keys = TensorView::Dense(const_cast<float*>(kv.cache.k.data()), DType::kF32, 1, 4, in.keys.channels());
+  in.values = in.keys;
+  EXPECT_EQ(EncodeChunk(in, eo).status().code(), StatusCode::kInvalidArgument);
+  // Levels beyond the ladder are refused.
+  eo.level = static_cast<Level>(p.ladder().size()) + 1;
+  EXPECT_EQ(EncodeChunk(in, eo).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Profile, ChannelExponentGivesPerChannelSteps) {
+  const Profile p = BuildProfile(16, 1.0f);
+  const ProfileData& d = p.data();
+  int distinct = 0;
+  for (int c = 1; c < d.channels; ++c) distinct += d.levels[0].steps[d.Index(0, 0, c)] != d.levels[0].steps[d.Index(0, 0, 0)];
+  EXPECT_GT(distinct, 0);
+  const ProfileData& flat = SharedProfile().data();
+  for (int c = 1; c < flat.channels; ++c) EXPECT_EQ(flat.levels[0].steps[flat.Index(0, 0, c)], flat.levels[0].steps[flat.Index(0, 0, 0)]);
+}
+
+// Rewrites the trailing CRC so that a patched field is what the parser trips on.
+void FixProfileCrc(std::vector<uint8_t>* b) {
+  const uint32_t crc = codec::Crc32c(b->data(), b->size() - 4);
+  std::memcpy(b->data() + b->size() - 4, &crc, 4);
+}
+
+TEST(Profile, CorruptBytesAreRefusedWithoutCrashing) {
+  const std::vector<uint8_t> good = SharedProfile().bytes();
+  for (size_t n = 0; n < good.size(); n += (n < 256 ? 1 : 97)) {
+    EXPECT_FALSE(Profile::Parse(good.data(), n).ok()) << "truncated to " << n;
+  }
+  std::mt19937 rng(7);
+  for (int i = 0; i < 200; ++i) {
+    std::vector<uint8_t> b = good;
+    const size_t pos = rng() % b.size();
+    b[pos] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    auto r = Profile::Parse(b.data(), b.size());
+    EXPECT_FALSE(r.ok()) << "bit flip at " << pos;
+    EXPECT_EQ(r.status().code(), StatusCode::kCorruptData);
+  }
+  struct Lie {
+    size_t offset;
+    uint32_t value;
+    const char* expect;
+  };
+  for (const Lie& lie : {Lie{8, 100000, "layers"}, Lie{12, 0, "channels"}, Lie{16, 0, "level count"},
+                         Lie{16, 16, "level count"}, Lie{4, 9, "version"}}) {
+    std::vector<uint8_t> b = good;
+    if (lie.offset == 4) {
+      const uint16_t v = static_cast<uint16_t>(lie.value);
+      std::memcpy(b.data() + 4, &v, 2);
+    } else {
+      std::memcpy(b.data() + lie.offset, &lie.value, 4);
+    }
+    FixProfileCrc(&b);
+    auto r = Profile::Parse(b.data(), b.size());
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find(lie.expect), std::string::npos) << r.status().message();
+  }
+  // Random mutations that keep the CRC valid reach the deeper checks; none may crash.
+  for (int i = 0; i < 300; ++i) {
+    std::vector<uint8_t> b = good;
+    for (int j = 0; j < 4; ++j) b[8 + rng() % (b.size() - 12)] = static_cast<uint8_t>(rng());
+    FixProfileCrc(&b);
+    (void)Profile::Parse(b.data(), b.size());
+  }
+  ProfileLimits limits;
+  limits.max_bytes = good.size() - 1;
+  EXPECT_EQ(Profile::Parse(good.data(), good.size(), limits).status().code(), StatusCode::kResourceExhausted);
+}
+
+TEST(Profile, BuilderRefusesBadInput) {
+  ProfileBuilder empty({});
+  EXPECT_FALSE(empty.Build().ok());
+  const auto& kv = Kv();
+  ProfileBuilder b({});
+  ASSERT_TRUE(b.AddSample(kv.cache.keys(), kv.cache.values()).ok());
+  TensorView narrow = kv.cache.keys();
+  narrow.shape[2] = 3;
+  EXPECT_FALSE(b.AddSample(narrow, narrow).ok());
+  ProfileOptions bad_ladder;
+  bad_ladder.ladder = DefaultLadder(kv.cache.layers);
+  bad_ladder.ladder[0].cachegen_bins[0][0] = 2;
+  ProfileBuilder c(bad_ladder);
+  ASSERT_TRUE(c.AddSample(kv.cache.keys(), kv.cache.values()).ok());
+  EXPECT_FALSE(c.Build().ok());
+}
+
+}  // namespace
+}  // namespace kvstream

@@ -1,0 +1,91 @@
+// Writes the chunk fuzzer's seed corpus: real chunks (stories260K's KV of real text) at every level and
+// scheme, with and without the fuzzer's profile, and a real profile, each behind the mode byte that
+// chunk_decode_fuzz.cpp expects.  usage: chunk_fuzz_seeds OUT_DIR
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "kvstream/codec.h"
+#include "kvstream/model.h"
+#include "kvstream/profile.h"
+#include "tests/fuzz/fuzz_profile.h"
+
+namespace {
+
+int Fail(const kvstream::Status& st) {
+  std::fprintf(stderr, "chunk_fuzz_seeds: %s\n", st.ToString().c_str());
+  return 1;
+}
+
+bool Write(const std::string& path, uint8_t mode, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.put(static_cast<char>(mode));
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  return static_cast<bool>(out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace kvstream;
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: chunk_fuzz_seeds OUT_DIR\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  auto model = Model::Load("stories260K");
+  if (!model.ok()) return Fail(model.status());
+  std::ifstream text_in("/usr/share/common-licenses/GPL-3");
+  std::string text((std::istreambuf_iterator<char>(text_in)), std::istreambuf_iterator<char>());
+  std::vector<int> ids = (*model)->tokenizer().Encode(text, (*model)->tokenizer().adds_bos());
+  const int tokens = 24;
+  ids.resize(tokens);
+  KvCache cache = KvCache::Allocate((*model)->config(), tokens);
+  if (Status st = (*model)->Forward(ids, cache, nullptr); !st.ok()) return Fail(st);
+  std::vector<int32_t> ids32(ids.begin(), ids.end());
+  ChunkInput in;
+  in.keys = cache.keys();
+  in.values = cache.values();
+  in.token_begin = 4096;
+  in.token_ids = ids32.data();
+  const Profile* fuzz_profile = fuzz::ProfileFor(static_cast<uint32_t>(cache.layers), static_cast<uint32_t>(cache.kv_dim));
+  if (!fuzz_profile) return Fail(Status::Internal("cannot build the fuzz profile"));
+  int written = 0;
+  const auto emit = [&](const std::string& name, uint8_t mode, const std::vector<uint8_t>& bytes) {
+    if (Write(dir + "/" + name, mode, bytes)) ++written;
+  };
+  for (Level level : {1, 3, 6, kLevelFp16, kLevelInt8, kLevelText}) {
+    for (QuantScheme scheme : {QuantScheme::kChannelUniform, QuantScheme::kCacheGenToken}) {
+      if (!IsLossyLevel(level) && scheme == QuantScheme::kCacheGenToken) continue;
+      EncodeOptions eo;
+      eo.level = level;
+      eo.scheme = scheme;
+      auto chunk = EncodeChunk(in, eo);
+      if (!chunk.ok()) return Fail(chunk.status());
+      const std::string base = "chunk_" + LevelName(level) + "_" + QuantSchemeName(scheme);
+      emit(base + "_raw", 0x00, *chunk);
+      emit(base + "_fixcrc_f16", 0x05, *chunk);
+      emit(base + "_fixcrc_f32_strided", 0x09, *chunk);
+    }
+    if (IsLossyLevel(level)) {
+      EncodeOptions eo;
+      eo.level = level;
+      eo.profile = fuzz_profile;
+      auto chunk = EncodeChunk(in, eo);
+      if (!chunk.ok()) return Fail(chunk.status());
+      emit("chunk_" + LevelName(level) + "_profile", 0x03, *chunk);
+    }
+  }
+  ProfileOptions options;
+  options.model = "stories260K";
+  options.max_tables = 8;
+  ProfileBuilder builder(options);
+  if (Status st = builder.AddSample(cache.keys(), cache.values()); !st.ok()) return Fail(st);
+  auto profile = builder.Build();
+  if (!profile.ok()) return Fail(profile.status());
+  emit("profile_raw", 0x10, profile->bytes());
+  emit("profile_fixcrc", 0x11, profile->bytes());
+  std::printf("chunk_fuzz_seeds: wrote %d seeds to %s\n", written, dir.c_str());
+  return written > 0 ? 0 : 1;
+}

@@ -1,0 +1,127 @@
+// `kvstream profile`: learns a model's codec profile from sample contexts of a text, reports each
+// level's size on a held-out context and, with --measure, its quality (recorded in the profile).
+#include <cstdio>
+
+#include "kvstream/codec.h"
+#include "kvstream/profile.h"
+#include "kvstream/quality.h"
+#include "tools/codec_files.h"
+#include "tools/codec_level_transform.h"
+#include "tools/kv_methods.h"
+
+namespace kvstream::cli {
+namespace {
+
+Status RunProfile(const Args& args) {
+  KVSTREAM_ASSIGN_OR_RETURN(std::string out_path, args.Require("out"));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t contexts, args.GetInt("contexts", 4));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t context_tokens, args.GetInt("context-tokens", 512));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t max_tables, args.GetInt("max-tables", 64));
+  KVSTREAM_ASSIGN_OR_RETURN(double exponent, args.GetDouble("channel-exponent", 0.0));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t chunk_tokens, args.GetInt("chunk-tokens", 256));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t eval_tokens, args.GetInt("eval-tokens", 128));
+  if (contexts < 1 || contexts > 1024) return Status::InvalidArgument("--contexts = " + std::to_string(contexts) + ", expected 1..1024");
+  if (context_tokens < 16 || context_tokens > 65536) {
+    return Status::InvalidArgument("--context-tokens = " + std::to_string(context_tokens) + ", expected 16..65536");
+  }
+  if (max_tables < 1 || max_tables > 255) return Status::InvalidArgument("--max-tables = " + std::to_string(max_tables) + ", expected 1..255");
+  if (!(exponent >= 0.0 && exponent <= 1.0)) return Status::InvalidArgument("--channel-exponent must be in [0, 1]");
+  if (chunk_tokens < 1 || chunk_tokens > 65536) return Status::InvalidArgument("--chunk-tokens must be in 1..65536");
+  if (eval_tokens < 1 || eval_tokens > 65536) return Status::InvalidArgument("--eval-tokens must be in 1..65536");
+  const bool measure = args.Has("measure");
+
+  KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelFromArgs(args));
+  KVSTREAM_ASSIGN_OR_RETURN(std::vector<int> ids, TokenizeFile(*model, args.GetString("text", kDefaultText)));
+  // Sample contexts first, then a held-out context (and its continuation) for sizes and quality.
+  const int64_t needed = (contexts + 1) * context_tokens + eval_tokens + 1;  // +1: the last target
+  if (static_cast<int64_t>(ids.size()) < needed) {
+    return Status::InvalidArgument("--text has " + std::to_string(ids.size()) + " tokens; " + std::to_string(contexts) +
+                                   " contexts of " + std::to_string(context_tokens) + " plus a held-out one need " + std::to_string(needed));
+  }
+  ProfileOptions options;
+  options.model = model->config().name.substr(0, 255);
+  options.max_tables = static_cast<int>(max_tables);
+  options.channel_exponent = static_cast<float>(exponent);
+  ProfileBuilder builder(options);
+  for (int64_t i = 0; i < contexts; ++i) {
+    std::vector<int> window(ids.begin() + i * context_tokens, ids.begin() + (i + 1) * context_tokens);
+    KvCache cache = KvCache::Allocate(model->config(), static_cast<int>(context_tokens));
+    KVSTREAM_RETURN_IF_ERROR(model->Forward(window, cache, nullptr));
+    KVSTREAM_RETURN_IF_ERROR(builder.AddSample(cache.keys(), cache.values()));
+  }
+  KVSTREAM_ASSIGN_OR_RETURN(Profile profile, builder.Build());
+
+  std::vector<int> held_out(ids.begin() + contexts * context_tokens, ids.begin() + needed);
+  KVSTREAM_ASSIGN_OR_RETURN(QualityMeter meter, QualityMeter::Create(*model, held_out,
+                                                                     QualityOptions{static_cast<int>(context_tokens), static_cast<int>(eval_tokens)}));
+  std::printf("profile of %s: %d layers x %d channels, %lld contexts of %lld tokens, %lld tables per level\n",
+              options.model.c_str(), profile.layers(), profile.channels(), static_cast<long long>(contexts),
+              static_cast<long long>(context_tokens), static_cast<long long>(max_tables));
+  std::printf("held-out context of %lld tokens in chunks of %lld:\n", static_cast<long long>(context_tokens), static_cast<long long>(chunk_tokens));
+  std::printf("  level  bits/value(profile)  bits/value(in-chunk)%s\n", measure ? "  top1     ppl-delta%  kl-mean" : "");
+  if (measure) {
+    // Baselines on the same held-out window, so the levels' quality reads against them.
+    for (const auto& baseline : {MakeFp16Transform(), MakeInt8Transform()}) {
+      KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(*baseline));
+      std::printf("  %-6s %-20.4f %-20s  %-8.4f %-+11.3f %.5f\n", baseline->name().c_str(), r.bits_per_value, "", r.top1_agreement,
+                  r.ppl_delta_pct, r.kl_mean);
+    }
+  }
+  const Profile learned = profile;  // `profile` gains each level's quality (and a new hash) as we go
+  for (const LevelSpec& spec : learned.ladder()) {
+    CodecLevelTransform with(spec.level, &learned, static_cast<int>(chunk_tokens));
+    CodecLevelTransform without(spec.level, nullptr, static_cast<int>(chunk_tokens));
+    KvCache a = meter.context_cache(), b = meter.context_cache();
+    KVSTREAM_ASSIGN_OR_RETURN(double bits, with.Apply(a));
+    KVSTREAM_ASSIGN_OR_RETURN(double own_bits, without.Apply(b));
+    LevelQuality q;
+    q.bits_per_value = bits;
+    if (measure) {
+      KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(with));
+      q.top1_agreement = r.top1_agreement;
+      q.ppl_delta_pct = r.ppl_delta_pct;
+      q.kl_mean = r.kl_mean;
+      std::printf("  L%-5d %-20.4f %-20.4f  %-8.4f %-+11.3f %.5f\n", spec.level, bits, own_bits, r.top1_agreement, r.ppl_delta_pct, r.kl_mean);
+    } else {
+      std::printf("  L%-5d %-20.4f %.4f\n", spec.level, bits, own_bits);
+    }
+    KVSTREAM_ASSIGN_OR_RETURN(profile, profile.WithQuality(spec.level, q));
+  }
+  KVSTREAM_RETURN_IF_ERROR(WriteFileBytes(out_path, profile.bytes().data(), profile.bytes().size()));
+  std::printf("wrote %s: %zu bytes, hash %s\n", out_path.c_str(), profile.bytes().size(), HashHex(profile.hash()).c_str());
+  return Status::Ok();
+}
+
+}  // namespace
+
+KVSTREAM_REGISTER_COMMAND(profile, {
+    "profile",
+    "learn a model's codec profile (level ladder, quantisation parameters, entropy tables)",
+    "usage: kvstream profile --model M --out PROFILE [--text FILE] [--contexts N] [--context-tokens T]\n"
+    "                        [--max-tables K] [--channel-exponent A] [--chunk-tokens C] [--eval-tokens E]\n"
+    "                        [--measure] [--tokenizer PATH] [--threads N]\n\n"
+    "Prefills N windows of T tokens of the text, learns per (layer, K/V, channel) means and steps and a bank\n"
+    "of K rANS tables per level from their KV, then encodes the next window (held out) at every level, with\n"
+    "the profile and with in-chunk tables, and prints the bits per value. --measure also scores the E tokens\n"
+    "after the held-out window with the decoded cache (quality meter) and records each level's quality in\n"
+    "the profile. Writes the profile (format: docs/format.md) and prints its hash.\n\n"
+    "  --model M              model short name (stories260K, tinystories656k, smollm2) or path (required)\n"
+    "  --out PROFILE          output file (required)\n"
+    "  --text FILE            sample text (default /usr/share/common-licenses/GPL-3)\n"
+    "  --contexts N           sample windows (default 4)\n"
+    "  --context-tokens T     tokens per window (default 512)\n"
+    "  --max-tables K         rANS tables per level shared by all channels, 1..255 (default 64)\n"
+    "  --channel-exponent A   base step of a channel = S * (std_c / S)^A, S the RMS std of its (layer, K/V);\n"
+    "                         0 = one step per (layer, K/V) (default 0), 1 = proportional to the channel std\n"
+    "  --chunk-tokens C       chunk size of the held-out measurement (default 256)\n"
+    "  --eval-tokens E        continuation tokens scored by --measure (default 128)\n"
+    "  --measure              measure and record each level's quality (top-1 agreement, ppl, KL)\n"
+    "  --tokenizer PATH       tokenizer overriding the one found with the model\n"
+    "  --threads N            OpenBLAS threads for the forward pass (default 0 = all cores)",
+    {"model", "out", "text", "contexts", "context-tokens", "max-tables", "channel-exponent", "chunk-tokens", "eval-tokens",
+     "tokenizer", "threads"},
+    {"measure"},
+    RunProfile,
+});
+
+}  // namespace kvstream::cli

@@ -1,0 +1,52 @@
+// File plumbing of the codec commands (encode, decode, inspect, profile): whole-file reads with a size
+// limit, writes, and loading a profile file. Header-only: tools/CMakeLists.txt compiles only cmd_*.cpp.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "kvstream/profile.h"
+#include "kvstream/status.h"
+
+namespace kvstream::cli {
+
+inline Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path, uint64_t max_bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return Status::NotFound(path + ": cannot open");
+  const std::streamoff size = in.tellg();
+  if (size < 0) return Status::IoError(path + ": cannot tell its size");
+  if (static_cast<uint64_t>(size) > max_bytes) {
+    return Status::ResourceExhausted(path + ": " + std::to_string(size) + " bytes exceeds limit " + std::to_string(max_bytes));
+  }
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  in.seekg(0);
+  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size)) return Status::IoError(path + ": read failed");
+  return bytes;
+}
+
+inline Status WriteFileBytes(const std::string& path, const void* data, size_t size) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return Status::IoError(path + ": cannot create");
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+  out.close();
+  if (!out) return Status::IoError(path + ": write failed");
+  return Status::Ok();
+}
+
+inline Result<Profile> LoadProfileFile(const std::string& path) {
+  const ProfileLimits limits;
+  KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path, limits.max_bytes));
+  auto profile = Profile::Parse(bytes.data(), bytes.size(), limits);
+  if (!profile.ok()) return profile.status().WithContext(path);
+  return profile;
+}
+
+inline std::string HashHex(uint64_t h) {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+}  // namespace kvstream::cli
