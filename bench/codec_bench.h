@@ -1,0 +1,69 @@
+// `kvstream bench codec`: every method (kvstream's levels and the baselines) measured in one run on the
+// real KV of a model: size over all chunks, entropy-stage overhead, single-thread encode/decode speed and
+// multi-thread decode speed, and quality through the quality meter.
+//
+// The context (the first context_tokens of the text) is prefilled once; its KV is cut into chunks of
+// chunk_tokens and each method encodes and decodes every chunk. Speeds are the best of `repetitions`
+// runs, in GB of fp16-equivalent KV (2 bytes per value) per second. Ratios use the fp16 and int8 rows of
+// the same run.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/baseline_codec.h"
+#include "kvstream/model.h"
+#include "kvstream/status.h"
+
+namespace kvstream::bench {
+
+struct CodecBenchOptions {
+  std::string model = "smollm2";
+  std::string text = "/usr/share/common-licenses/GPL-3";
+  int context_tokens = 2048;
+  int eval_tokens = 256;
+  int chunk_tokens = 256;
+  int threads = 1;       // for decode_gbps
+  int repetitions = 3;   // timing: best of
+  double min_seconds = 0.3;  // each timing repeats whole passes until at least this long (or 1 pass)
+};
+
+struct CodecBenchRow {
+  std::string method;
+  Level level = kLevelFp16;
+  double bits_per_value = 0;
+  double ratio_vs_fp16 = 0;
+  double ratio_vs_int8 = 0;
+  std::optional<double> entropy_overhead_pct;
+  double encode_gbps_per_core = 0;
+  double decode_gbps_per_core = 0;
+  double decode_gbps = 0;
+  double ppl_delta_pct = 0;
+  double kl_mean = 0;
+  double top1_agreement = 0;
+  // cachegen-ref only: the rANS payload against the ideal arithmetic-coding size under the released
+  // 16-bit CDFs, and the released layout's byte breakdown.
+  std::optional<double> rans_vs_ac16_pct;
+  std::vector<std::pair<std::string, double>> breakdown;  // name -> bytes over all chunks
+};
+
+struct CodecBenchContext {
+  std::string model_name;
+  int layers = 0, kv_dim = 0, context_tokens = 0, chunks = 0;
+  double ppl_reference = 0;
+};
+
+// A method under test: a codec plus how the bench names it. The kvstream codec enters through
+// `extra_codecs` (an adapter over include/kvstream/codec.h) so this library does not depend on it.
+using CodecFactory = std::function<Result<std::vector<std::unique_ptr<BaselineCodec>>>(const Model&)>;
+
+// Runs the benchmark; `on_row` receives each finished row (ratios filled in), in order: fp16, int8,
+// zstd-3, zstd-19, cachegen-ref levels, then the extra codecs.
+Status RunCodecBench(const CodecBenchOptions& options, const CodecFactory& extra_codecs,
+                     const std::function<void(const CodecBenchContext&)>& on_context,
+                     const std::function<void(const CodecBenchRow&)>& on_row);
+
+}  // namespace kvstream::bench

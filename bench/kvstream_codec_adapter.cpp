@@ -1,0 +1,81 @@
+// Adapter from kvstream's chunk codec to the benchmark's BaselineCodec (see the header).
+#include "bench/kvstream_codec_adapter.h"
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "kvstream/codec.h"
+#include "kvstream/profile.h"
+
+namespace kvstream::bench {
+namespace {
+
+constexpr int kCalibrationTokens = 2048;
+
+class KvstreamLevelCodec final : public BaselineCodec {
+ public:
+  KvstreamLevelCodec(std::shared_ptr<const Profile> profile, Level level) : profile_(std::move(profile)), level_(level) {}
+  std::string method() const override { return "kvstream"; }
+  Level level() const override { return level_; }
+
+  Status Encode(const KvChunk16& chunk, std::vector<uint8_t>* out, EncodeStats*) const override {
+    ChunkInput in;
+    in.keys = TensorView::Dense(const_cast<uint16_t*>(chunk.k.data()), DType::kF16, chunk.layers, chunk.tokens, chunk.channels);
+    in.values = TensorView::Dense(const_cast<uint16_t*>(chunk.v.data()), DType::kF16, chunk.layers, chunk.tokens, chunk.channels);
+    EncodeOptions options;
+    options.level = level_;
+    options.profile = IsLossyLevel(level_) ? profile_.get() : nullptr;
+    KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, EncodeChunk(in, options));
+    out->insert(out->end(), bytes.begin(), bytes.end());
+    return Status::Ok();
+  }
+
+  Status Decode(const uint8_t* data, size_t size, KvChunk16* chunk) const override {
+    DecodeOptions options;
+    options.profile = profile_.get();
+    return DecodeChunk(data, size, options,
+                       TensorView::Dense(chunk->k.data(), DType::kF16, chunk->layers, chunk->tokens, chunk->channels),
+                       TensorView::Dense(chunk->v.data(), DType::kF16, chunk->layers, chunk->tokens, chunk->channels));
+  }
+
+ private:
+  std::shared_ptr<const Profile> profile_;
+  Level level_;
+};
+
+}  // namespace
+
+CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t offset, const CodecBenchOptions& options) {
+  return [=](const Model& model) -> Result<std::vector<std::unique_ptr<BaselineCodec>>> {
+    std::ifstream in(calibration_text, std::ios::binary);
+    if (!in) return Status::NotFound("cannot open calibration text " + calibration_text);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::vector<int> all = model.tokenizer().Encode(ss.str(), true);
+    const int64_t begin = offset >= 0 ? offset : int64_t{options.context_tokens} + options.eval_tokens + 1;
+    const int64_t n = std::min<int64_t>({kCalibrationTokens, static_cast<int64_t>(all.size()) - begin,
+                                         int64_t{model.config().max_seq_len} - 1});
+    if (n < 256) {
+      return Status::InvalidArgument("calibration text " + calibration_text + " has " + std::to_string(all.size()) +
+                                     " tokens; the profile needs at least 256 after token " + std::to_string(begin));
+    }
+    std::vector<int> tokens = {all[0]};
+    tokens.insert(tokens.end(), all.begin() + begin, all.begin() + begin + n);
+    KvCache cache = KvCache::Allocate(model.config(), static_cast<int>(tokens.size()));
+    KVSTREAM_RETURN_IF_ERROR(model.Forward(tokens, cache, nullptr));
+    ProfileOptions po;
+    po.model = model.config().name.substr(0, 255);
+    ProfileBuilder builder(po);
+    KVSTREAM_RETURN_IF_ERROR(builder.AddSample(cache.keys(), cache.values()));
+    KVSTREAM_ASSIGN_OR_RETURN(Profile profile, builder.Build());
+    auto shared = std::make_shared<const Profile>(std::move(profile));
+    std::vector<std::unique_ptr<BaselineCodec>> codecs;
+    for (const LevelSpec& spec : shared->ladder()) codecs.push_back(std::make_unique<KvstreamLevelCodec>(shared, spec.level));
+    codecs.push_back(std::make_unique<KvstreamLevelCodec>(shared, kLevelInt8));
+    codecs.push_back(std::make_unique<KvstreamLevelCodec>(shared, kLevelFp16));
+    return codecs;
+  };
+}
+
+}  // namespace kvstream::bench

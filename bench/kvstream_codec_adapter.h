@@ -1,0 +1,17 @@
+// kvstream's own chunk codec (include/kvstream/codec.h) as a BaselineCodec, so that `bench codec`
+// measures it exactly like the baselines: one row per level of a profile learned from a calibration slice
+// of text that the evaluated context does not contain, plus the int8 and fp16 passthrough levels.
+#pragma once
+
+#include <string>
+
+#include "bench/codec_bench.h"
+
+namespace kvstream::bench {
+
+// Tokens [offset, offset + 2048) of `calibration_text` (fewer if the model's context is shorter) (offset < 0: right after the benchmark's context
+// and continuation) are prefilled after a BOS; their KV trains the profile.
+CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t offset,
+                                  const CodecBenchOptions& options);
+
+}  // namespace kvstream::bench

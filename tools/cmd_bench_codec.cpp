@@ -1,0 +1,158 @@
+// `kvstream bench codec`: kvstream's levels against fp16, int8, zstd and cachegen-ref on the real KV of a
+// model, measured in one run (bench/codec_bench.h). JSON lines with --json, a table otherwise.
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/codec_bench.h"
+#include "bench/kvstream_codec_adapter.h"
+#include "tools/command.h"
+
+namespace kvstream::cli {
+namespace {
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+std::string UtcNow() {
+  char buf[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
+
+nlohmann::json Nullable(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+
+Status Run(const Args& args) {
+  bench::CodecBenchOptions o;
+  o.model = args.GetString("model", o.model);
+  o.text = args.GetString("text", o.text);
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t context, args.GetInt("context-tokens", o.context_tokens));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t eval, args.GetInt("eval-tokens", o.eval_tokens));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t chunk, args.GetInt("chunk-tokens", o.chunk_tokens));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", o.threads));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t reps, args.GetInt("repetitions", o.repetitions));
+  for (auto [name, v] : {std::pair{"context-tokens", context}, {"eval-tokens", eval}, {"chunk-tokens", chunk},
+                         {"threads", threads}, {"repetitions", reps}}) {
+    if (v < 1 || v > (1 << 20)) {
+      return Status::InvalidArgument(std::string("--") + name + " = " + std::to_string(v) + " outside [1, 1048576]");
+    }
+  }
+  o.context_tokens = static_cast<int>(context);
+  o.eval_tokens = static_cast<int>(eval);
+  o.chunk_tokens = static_cast<int>(chunk);
+  o.threads = static_cast<int>(threads);
+  o.repetitions = static_cast<int>(reps);
+  const bool json = args.Has("json");
+  const std::string command = "kvstream bench codec --model " + o.model + " --text " + o.text + " --context-tokens " +
+                              std::to_string(o.context_tokens) + " --eval-tokens " + std::to_string(o.eval_tokens) +
+                              " --chunk-tokens " + std::to_string(o.chunk_tokens) + " --threads " +
+                              std::to_string(o.threads) + " --repetitions " + std::to_string(o.repetitions) +
+                              (json ? " --json" : "");
+  const std::string calibration_text = args.GetString("calibration-text", o.text);
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t cal_offset, args.GetInt("calibration-offset", -1));
+
+  auto on_context = [&](const bench::CodecBenchContext& c) {
+    nlohmann::json h;
+    h["header"] = true;
+    h["date"] = UtcNow();
+    h["command"] = command;
+    h["machine"] = {{"cpu", CpuModel()}, {"cores", std::thread::hardware_concurrency()},
+                    {"compiler", std::string("gcc/clang ") + __VERSION__}};
+    h["model"] = c.model_name;
+    h["layers"] = c.layers;
+    h["kv_dim"] = c.kv_dim;
+    h["context_tokens"] = c.context_tokens;
+    h["eval_tokens"] = o.eval_tokens;
+    h["chunks"] = c.chunks;
+    h["ppl_reference"] = c.ppl_reference;
+    if (json) {
+      std::printf("%s\n", h.dump().c_str());
+    } else {
+      std::printf("kvstream bench codec — %s (%d layers x %d channels), %d context tokens in %d chunks, eval %d\n"
+                  "machine: %s, %u cores; reference ppl %.4f\n\n",
+                  c.model_name.c_str(), c.layers, c.kv_dim, c.context_tokens, c.chunks, o.eval_tokens,
+                  CpuModel().c_str(), std::thread::hardware_concurrency(), c.ppl_reference);
+      std::printf("%-13s %-5s %8s %7s %7s %8s %8s %8s %8s %8s %9s %7s\n", "method", "level", "bits/val", "x fp16",
+                  "x int8", "entr+%", "enc GB/s", "dec GB/s", "decN GB/s", "ppl +%", "KL", "top-1");
+    }
+    std::fflush(stdout);
+  };
+  auto on_row = [&](const bench::CodecBenchRow& r) {
+    if (json) {
+      nlohmann::json j;
+      j["method"] = r.method;
+      j["level"] = LevelName(r.level);
+      j["bits_per_value"] = r.bits_per_value;
+      j["ratio_vs_fp16"] = r.ratio_vs_fp16;
+      j["ratio_vs_int8"] = r.ratio_vs_int8;
+      j["entropy_overhead_pct"] = Nullable(r.entropy_overhead_pct);
+      j["encode_gbps_per_core"] = r.encode_gbps_per_core;
+      j["decode_gbps_per_core"] = r.decode_gbps_per_core;
+      j["decode_gbps"] = r.decode_gbps;
+      j["ppl_delta_pct"] = r.ppl_delta_pct;
+      j["kl_mean"] = r.kl_mean;
+      j["top1_agreement"] = r.top1_agreement;
+      if (r.rans_vs_ac16_pct) {
+        j["rans_vs_ac16_pct"] = *r.rans_vs_ac16_pct;
+        j["rans_vs_ac16_within_1pct"] = std::abs(*r.rans_vs_ac16_pct) <= 1.0;
+      }
+      if (!r.breakdown.empty()) {
+        nlohmann::json b;
+        for (const auto& [name, bytes] : r.breakdown) b[name] = bytes;
+        j["bytes"] = b;
+      }
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      char entropy[32] = "-";
+      if (r.entropy_overhead_pct) std::snprintf(entropy, sizeof entropy, "%.3f", *r.entropy_overhead_pct);
+      std::printf("%-13s %-5s %8.3f %7.2f %7.2f %8s %8.3f %8.3f %8.3f %8.3f %9.2e %7.4f\n", r.method.c_str(),
+                  LevelName(r.level).c_str(), r.bits_per_value, r.ratio_vs_fp16, r.ratio_vs_int8, entropy,
+                  r.encode_gbps_per_core, r.decode_gbps_per_core, r.decode_gbps, r.ppl_delta_pct, r.kl_mean,
+                  r.top1_agreement);
+      if (r.rans_vs_ac16_pct) {
+        std::printf("  cachegen-ref check: rANS payload vs ideal 16-bit arithmetic coding %+.3f%% (%s 1%%)\n",
+                    *r.rans_vs_ac16_pct, std::abs(*r.rans_vs_ac16_pct) <= 1.0 ? "within" : "NOT within");
+      }
+    }
+    std::fflush(stdout);
+  };
+  return bench::RunCodecBench(o, bench::KvstreamCodecFactory(calibration_text, cal_offset, o), on_context, on_row);
+}
+
+}  // namespace
+
+KVSTREAM_REGISTER_COMMAND(bench_codec, {
+    "bench codec",
+    "compare kvstream's levels with fp16, int8, zstd and cachegen-ref on real KV",
+    "usage: kvstream bench codec [flags]\n"
+    "  --model NAME|PATH        model whose KV is measured (default smollm2)\n"
+    "  --text FILE              text of the context (default /usr/share/common-licenses/GPL-3)\n"
+    "  --context-tokens N       tokens of context compressed (default 2048)\n"
+    "  --eval-tokens M          continuation tokens scored by the quality meter (default 256)\n"
+    "  --chunk-tokens N         tokens per chunk (default 256)\n"
+    "  --threads N              threads for the decode_gbps column (default 1)\n"
+    "  --repetitions R          timing repetitions, best taken (default 3)\n"
+    "  --calibration-text FILE  text the kvstream profile is learned from (default: --text)\n"
+    "  --calibration-offset T   first token of the calibration slice (default: after context + eval)\n"
+    "  --json                   one JSON object per line (a header, then one per method and level)",
+    {"model", "text", "context-tokens", "eval-tokens", "chunk-tokens", "threads", "repetitions", "calibration-text",
+     "calibration-offset"},
+    {"json"},
+    &Run,
+});
+
+}  // namespace kvstream::cli
