@@ -17,6 +17,7 @@
 
 #include "kvstream/model.h"
 #include "kvstream/quality.h"
+#include "tools/codec_level_transform.h"
 #include "tools/command.h"
 
 namespace kvstream::cli {
@@ -27,13 +28,27 @@ struct KvMethod {
   std::function<Result<std::unique_ptr<KvTransform>>(const Model&)> make;
 };
 
-inline const std::vector<KvMethod>& KvMethods() {
-  static const std::vector<KvMethod> methods = {
+inline std::vector<KvMethod> BuildKvMethods() {
+  std::vector<KvMethod> methods = {
       {"fp16", "fp16 round trip, the uncompressed baseline (16 bits)",
        [](const Model&) -> Result<std::unique_ptr<KvTransform>> { return MakeFp16Transform(); }},
       {"int8", "per-token symmetric int8 with fp16 scales (8 + 16/kv_dim bits)",
        [](const Model&) -> Result<std::unique_ptr<KvTransform>> { return MakeInt8Transform(); }},
   };
+  // The codec's lossy levels, each chunk with its own tables (no profile), 256-token chunks.
+  const int lossy_levels = static_cast<int>(DefaultLadder(/*layers=*/1).size());
+  for (Level level = 1; level <= lossy_levels; ++level) {
+    methods.push_back({"kvstream-" + LevelName(level),
+                       "kvstream codec level " + LevelName(level) + ", in-chunk tables, 256-token chunks",
+                       [level](const Model&) -> Result<std::unique_ptr<KvTransform>> {
+                         return std::unique_ptr<KvTransform>(new CodecLevelTransform(level, nullptr, 256));
+                       }});
+  }
+  return methods;
+}
+
+inline const std::vector<KvMethod>& KvMethods() {
+  static const std::vector<KvMethod> methods = BuildKvMethods();
   return methods;
 }
 

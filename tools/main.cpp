@@ -17,7 +17,13 @@ void PrintUsage() {
   }
   std::printf(
       "\nEvery flag --name can also be set by the environment variable KVSTREAM_NAME\n"
-      "(upper case, '-' -> '_'); a flag on the command line wins.\n");
+      "(upper case, '-' -> '_'); a flag on the command line wins.\n\n"
+      "Other environment variables:\n"
+      "  KVSTREAM_MODEL_CACHE    where named models are cached (default ~/.cache/kvstream/models)\n"
+      "  KVSTREAM_SHARED_MODELS  folder holding stories260K and TinyStories-656K (default ../shared/models)\n"
+      "  KVSTREAM_DISABLE_AVX2   1: decode with the portable scalar rANS path instead of AVX2\n"
+      "  UCX_TLS, UCX_NET_DEVICES, ...  UCX's own settings select the data plane's transports\n"
+      "                          (ucx_info -c lists them; see docs/transport.md)\n");
 }
 
 }  // namespace
