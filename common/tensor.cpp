@@ -47,6 +47,28 @@ Status ValidateView(const TensorView& view, const char* what) {
   return Status::Ok();
 }
 
+TensorView SliceTokens(const TensorView& view, int64_t begin, int64_t count) {
+  TensorView slice = view;
+  slice.data = static_cast<char*>(view.data) + begin * view.strides[1] * static_cast<int64_t>(DTypeSize(view.dtype));
+  slice.shape[1] = count;
+  return slice;
+}
+
+Status CopyView(const TensorView& src, const TensorView& dst) {
+  static const char* const kDims[3] = {"layers", "tokens", "channels"};
+  for (int i = 0; i < 3; ++i) {
+    if (src.shape[i] != dst.shape[i]) {
+      return Status::InvalidArgument(std::string("copy: destination ") + kDims[i] + " = " +
+                                     std::to_string(dst.shape[i]) + " but the source has " +
+                                     std::to_string(src.shape[i]));
+    }
+  }
+  for (int64_t l = 0; l < src.shape[0]; ++l)
+    for (int64_t t = 0; t < src.shape[1]; ++t)
+      for (int64_t c = 0; c < src.shape[2]; ++c) StoreFromFloat(dst, l, t, c, LoadAsFloat(src, l, t, c));
+  return Status::Ok();
+}
+
 float LoadAsFloat(const TensorView& view, int64_t l, int64_t t, int64_t c) {
   const int64_t off = view.offset(l, t, c);
   switch (view.dtype) {

@@ -58,6 +58,13 @@ struct TensorView {
 // that keep every element inside an addressable range. `what` names the view in the error ("keys").
 Status ValidateView(const TensorView& view, const char* what);
 
+// Tokens [begin, begin + count) of a view, sharing its memory. The range must lie inside the view.
+TensorView SliceTokens(const TensorView& view, int64_t begin, int64_t count);
+
+// Copies every element of `src` into `dst` (host views of the same shape), converting between dtypes
+// with round-to-nearest-even. Fails, naming the dimension, when the shapes differ.
+Status CopyView(const TensorView& src, const TensorView& dst);
+
 // Reads element [l][t][c] of a host view as float, whatever its dtype.
 float LoadAsFloat(const TensorView& view, int64_t l, int64_t t, int64_t c);
 // Writes a float into element [l][t][c] of a host view, rounding to its dtype (round to nearest even).

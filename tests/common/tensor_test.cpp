@@ -29,6 +29,20 @@ TEST(TensorView, StridedAccessConvertsDtypes) {
   EXPECT_FALSE(v.is_dense());
 }
 
+TEST(TensorView, SliceAndCopyConvertTheSelectedTokens) {
+  std::vector<float> src(2 * 4 * 3);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i) + 0.25f;
+  const TensorView all = TensorView::Dense(src.data(), DType::kF32, 2, 4, 3);
+  const TensorView middle = SliceTokens(all, 1, 2);
+  std::vector<uint16_t> dst(2 * 2 * 3);
+  const TensorView out = TensorView::Dense(dst.data(), DType::kBF16, 2, 2, 3);
+  ASSERT_TRUE(CopyView(middle, out).ok());
+  EXPECT_FLOAT_EQ(LoadAsFloat(out, 1, 1, 2), LoadAsFloat(all, 1, 2, 2));
+  EXPECT_FLOAT_EQ(LoadAsFloat(out, 0, 0, 0), 3.25f);
+  const TensorView wrong = TensorView::Dense(dst.data(), DType::kBF16, 2, 3, 2);
+  EXPECT_NE(CopyView(middle, wrong).message().find("destination tokens = 3"), std::string::npos);
+}
+
 TEST(TensorView, ValidateRejectsNullNegativeAndOverflowingViews) {
   TensorView v = TensorView::Dense(nullptr, DType::kF32, 1, 1, 1);
   EXPECT_EQ(ValidateView(v, "keys").code(), StatusCode::kInvalidArgument);
