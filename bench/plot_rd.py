@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Plots the rate-distortion study (kvstream_rd_study JSON lines) as bits/value against KL and top-1.
 
-usage: bench/plot_rd.py RESULTS.jsonl OUT.png
+usage: bench/plot_rd.py RESULTS.jsonl OUT.png [SCHEME,SCHEME,...]
 Each scheme family (the "scheme" field) is one curve; reference points (int8, cachegen-ref) are markers.
+With a scheme list, only those families are drawn (e.g. the transform-coding study against its baseline).
 """
 import json
 import sys
@@ -15,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def main() -> int:
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         print(__doc__, file=sys.stderr)
         return 2
     rows = []
@@ -24,12 +25,17 @@ def main() -> int:
             line = line.strip()
             if line.startswith("{"):
                 row = json.loads(line)
-                if "scheme" in row:
+                if "scheme" in row and (len(sys.argv) == 3 or row["scheme"] in sys.argv[3].split(",")):
                     rows.append(row)
     families = defaultdict(list)
     for r in rows:
         key = r["scheme"]
-        for token in r.get("params", "").split():
+        tokens = r.get("params", "").split()
+        ka = [t[3:] for t in tokens if t.startswith("ka=")]
+        va = [t[3:] for t in tokens if t.startswith("va=")]
+        if ka and va and ka != va:  # split key/value steps are their own family, not part of the alpha sweep
+            key += " (ka!=va)"
+        for token in tokens:
             if (token.startswith("exp=") and token != "exp=0") or (
                 token.startswith("sink=") and token not in ("sink=0", "sink=4")
             ):

@@ -259,6 +259,146 @@ class LayerNoiseTransform final : public KvTransform {
   double step_rms_;
 };
 
+// ---- KVTC-style transform coding ----
+// RoPE angles as the model computes them (float), for de-rotating and re-rotating keys.
+class Rope {
+ public:
+  Rope(const KvBasisOptions& o, int channels) : o_(o), heads_(channels / o.head_dim), half_(o.head_dim / 2) {}
+  // sign -1 undoes the rotation of position t, +1 applies it.
+  void Rotate(float* x, int t, float sign) const {
+    for (int i = 0; i < half_; ++i) {
+      const float freq = 1.0f / std::pow(o_.rope_theta, static_cast<float>(2 * i) / static_cast<float>(o_.head_dim));
+      const float angle = static_cast<float>(t) * freq;
+      const float c = std::cos(angle), s = sign * std::sin(angle);
+      for (int h = 0; h < heads_; ++h) {
+        float* v = x + static_cast<size_t>(h) * o_.head_dim;
+        const int a = o_.rope_layout == RopeLayout::kInterleaved ? 2 * i : i;
+        const int b = o_.rope_layout == RopeLayout::kInterleaved ? 2 * i + 1 : i + half_;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * c - x1 * s;
+        v[b] = x0 * s + x1 * c;
+      }
+    }
+  }
+
+ private:
+  KvBasisOptions o_;
+  int heads_, half_;
+};
+
+// Cyclic Jacobi eigensolver for a symmetric n x n matrix (row-major, destroyed): eigenvalues into w,
+// eigenvectors as the columns of v.
+void JacobiEigen(std::vector<double>& a, int n, std::vector<double>& w, std::vector<double>& v) {
+  v.assign(static_cast<size_t>(n) * n, 0.0);
+  for (int i = 0; i < n; ++i) v[static_cast<size_t>(i) * n + i] = 1.0;
+  auto A = [&](int r, int c) -> double& { return a[static_cast<size_t>(r) * n + c]; };
+  auto V = [&](int r, int c) -> double& { return v[static_cast<size_t>(r) * n + c]; };
+  double diag = 0;
+  for (int i = 0; i < n; ++i) diag += A(i, i) * A(i, i);
+  for (int sweep = 0; sweep < 60; ++sweep) {
+    double off = 0;
+    for (int p = 0; p < n; ++p) for (int q = p + 1; q < n; ++q) off += A(p, q) * A(p, q);
+    if (off <= 1e-26 * diag) break;
+    for (int p = 0; p < n; ++p) {
+      for (int q = p + 1; q < n; ++q) {
+        const double apq = A(p, q);
+        if (std::fabs(apq) < 1e-300) continue;
+        const double theta = (A(q, q) - A(p, p)) / (2 * apq);
+        const double t = (theta >= 0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1));
+        const double c = 1 / std::sqrt(t * t + 1), s = t * c;
+        for (int k = 0; k < n; ++k) {
+          const double akp = A(k, p), akq = A(k, q);
+          A(k, p) = c * akp - s * akq;
+          A(k, q) = s * akp + c * akq;
+        }
+        for (int k = 0; k < n; ++k) {
+          const double apk = A(p, k), aqk = A(q, k);
+          A(p, k) = c * apk - s * aqk;
+          A(q, k) = s * apk + c * aqk;
+        }
+        for (int k = 0; k < n; ++k) {
+          const double vkp = V(k, p), vkq = V(k, q);
+          V(k, p) = c * vkp - s * vkq;
+          V(k, q) = s * vkp + c * vkq;
+        }
+      }
+    }
+  }
+  w.resize(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) w[static_cast<size_t>(i)] = A(i, i);
+}
+
+class TransformCodingScheme final : public RdScheme {
+ public:
+  TransformCodingScheme(TransformCodingOptions o, const KvBasis& basis) : o_(std::move(o)), b_(basis) {}
+  std::string name() const override { return o_.label; }
+  std::string params() const override {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "ka=%.3g va=%.3g derot=%d pca=%d/%d block=%d sink=%d", o_.key_alpha,
+                  o_.value_alpha, b_.options.derotate_keys ? 1 : 0, b_.options.pca[0] ? 1 : 0,
+                  b_.options.pca[1] ? 1 : 0, b_.options.block, o_.sink_tokens);
+    return buf;
+  }
+  int tables(int layers, int channels) const override { return 2 * layers * channels; }
+
+  double Quantise(KvCache& cache, SymbolSink& sink) const override {
+    const int L = cache.layers, C = cache.kv_dim, T = cache.tokens;
+    const int sinks = std::min(o_.sink_tokens, T);
+    const Rope rope(b_.options, C);
+    std::vector<float> y(static_cast<size_t>(C)), z(static_cast<size_t>(C)), p(static_cast<size_t>(C));
+    for (int kv = 0; kv < 2; ++kv) {
+      const bool derot = kv == 0 && b_.options.derotate_keys;
+      for (int l = 0; l < L; ++l) {
+        const float* mean = b_.mean[kv].data() + static_cast<size_t>(l) * C;
+        const float* basis = b_.basis[kv].data() + static_cast<size_t>(l) * C * C;
+        std::vector<float> transposed(static_cast<size_t>(C) * C);
+        for (int j = 0; j < C; ++j) {
+          for (int c = 0; c < C; ++c) transposed[static_cast<size_t>(c) * C + j] = basis[static_cast<size_t>(j) * C + c];
+        }
+        const float* basis_t = transposed.data();
+        const double* var = b_.variance[kv].data() + static_cast<size_t>(l) * C;
+        const float step = static_cast<float>((kv == 0 ? o_.key_alpha : o_.value_alpha) * b_.stored_rms[kv][static_cast<size_t>(l)]);
+        const double water = double{step} * step / 12;  // uniform quantiser's distortion
+        std::vector<int> kept;
+        for (int j = 0; j < C; ++j) if (var[j] > water) kept.push_back(j);
+        const int table0 = (kv * L + l) * C;
+        for (int t = 0; t < T; ++t) {
+          float* x = Row(cache, kv, l, t);
+          if (t < sinks) {
+            for (int c = 0; c < C; ++c) x[c] = HalfToFloat(FloatToHalf(x[c]));
+            continue;
+          }
+          for (int c = 0; c < C; ++c) y[c] = x[c];
+          if (derot) rope.Rotate(y.data(), t, -1.0f);
+          for (int c = 0; c < C; ++c) y[c] -= mean[c];
+          // Projections on every component at once (B^T's rows are contiguous, so the loop vectorises).
+          std::fill(p.begin(), p.end(), 0.0f);
+          for (int c = 0; c < C; ++c) {
+            const float* col = basis_t + static_cast<size_t>(c) * C;
+            const float yc = y[c];
+            for (int j = 0; j < C; ++j) p[j] += col[j] * yc;
+          }
+          std::fill(z.begin(), z.end(), 0.0f);
+          for (int j : kept) {
+            const float* u = basis + static_cast<size_t>(j) * C;
+            const int q = static_cast<int>(std::clamp(std::nearbyint(p[j] / step), -1048576.0f, 1048576.0f));
+            sink.Emit(table0 + j, q);
+            const float zq = static_cast<float>(q) * step;
+            for (int c = 0; c < C; ++c) z[c] += zq * u[c];
+          }
+          for (int c = 0; c < C; ++c) x[c] = mean[c] + z[c];
+          if (derot) rope.Rotate(x, t, 1.0f);
+        }
+      }
+    }
+    return 2.0 * 16 * L * sinks * C;
+  }
+
+ private:
+  TransformCodingOptions o_;
+  const KvBasis& b_;
+};
+
 }  // namespace
 
 Result<RdTables> RdTables::Learn(const RdScheme& scheme, const KvCache& calibration) {
@@ -318,6 +458,87 @@ std::unique_ptr<RdScheme> MakeKiviScheme(int bits, int group) { return std::make
 std::unique_ptr<RdScheme> MakeChannelUniformScheme(const ChannelUniformOptions& options) {
   return std::make_unique<ChannelUniformScheme>(options);
 }
+std::unique_ptr<RdScheme> MakeTransformCodingScheme(const TransformCodingOptions& options, const KvBasis& basis) {
+  return std::make_unique<TransformCodingScheme>(options, basis);
+}
+
+Result<KvBasis> LearnKvBasis(const KvCache& cal, const KvBasisOptions& options) {
+  const int L = cal.layers, C = cal.kv_dim, first = options.skip_first;
+  if (options.head_dim <= 0 || options.head_dim % 2 != 0 || C % options.head_dim != 0) {
+    return Status::InvalidArgument("head_dim " + std::to_string(options.head_dim) + " must be even and divide kv_dim " + std::to_string(C));
+  }
+  if (options.block < 0 || (options.block > 0 && C % options.block != 0)) {
+    return Status::InvalidArgument("block " + std::to_string(options.block) + " must be 0 or divide kv_dim " + std::to_string(C));
+  }
+  if (first < 0) return Status::InvalidArgument("skip_first " + std::to_string(first) + " must be >= 0");
+  if (cal.tokens - first < 2 * C) {
+    return Status::InvalidArgument("calibration has " + std::to_string(cal.tokens) + " tokens; a basis needs at least " +
+                                   std::to_string(first + 2 * C));
+  }
+  KvBasis b;
+  b.options = options;
+  b.layers = L;
+  b.channels = C;
+  const Rope rope(options, C);
+  const double n = cal.tokens - first;
+  std::vector<float> y(static_cast<size_t>(C));
+  for (int kv = 0; kv < 2; ++kv) {
+    const bool derot = kv == 0 && options.derotate_keys;
+    b.mean[kv].assign(static_cast<size_t>(L) * C, 0.0f);
+    b.basis[kv].assign(static_cast<size_t>(L) * C * C, 0.0f);
+    b.variance[kv].assign(static_cast<size_t>(L) * C, 0.0);
+    for (int l = 0; l < L; ++l) {
+      std::vector<double> s1(C, 0), s1_stored(C, 0), s2_stored(C, 0), cov(static_cast<size_t>(C) * C, 0);
+      for (int t = first; t < cal.tokens; ++t) {
+        const float* x = Row(cal, kv, l, t);
+        for (int c = 0; c < C; ++c) s1_stored[c] += x[c], s2_stored[c] += double{x[c]} * x[c];
+        std::copy(x, x + C, y.begin());
+        if (derot) rope.Rotate(y.data(), t, -1.0f);
+        for (int r = 0; r < C; ++r) {
+          s1[r] += y[r];
+          for (int c = r; c < C; ++c) cov[static_cast<size_t>(r) * C + c] += double{y[r]} * y[c];
+        }
+      }
+      double var_stored = 0;
+      for (int c = 0; c < C; ++c) var_stored += std::max(0.0, s2_stored[c] / n - (s1_stored[c] / n) * (s1_stored[c] / n));
+      b.stored_rms[kv].push_back(std::sqrt(var_stored / C));
+      for (int r = 0; r < C; ++r) {
+        b.mean[kv][static_cast<size_t>(l) * C + r] = static_cast<float>(s1[r] / n);
+        for (int c = r; c < C; ++c) {
+          const double v = cov[static_cast<size_t>(r) * C + c] / n - (s1[r] / n) * (s1[c] / n);
+          // Zero across blocks: Jacobi never rotates a zero pair, so every eigenvector stays in one block.
+          const bool same_block = options.block == 0 || r / options.block == c / options.block;
+          cov[static_cast<size_t>(r) * C + c] = cov[static_cast<size_t>(c) * C + r] = same_block ? v : 0.0;
+        }
+      }
+      float* basis = b.basis[kv].data() + static_cast<size_t>(l) * C * C;
+      double* var = b.variance[kv].data() + static_cast<size_t>(l) * C;
+      if (!options.pca[kv]) {
+        for (int c = 0; c < C; ++c) basis[static_cast<size_t>(c) * C + c] = 1.0f, var[c] = cov[static_cast<size_t>(c) * C + c];
+        continue;
+      }
+      std::vector<double> w, vec;
+      JacobiEigen(cov, C, w, vec);
+      std::vector<int> order(static_cast<size_t>(C));
+      for (int i = 0; i < C; ++i) order[static_cast<size_t>(i)] = i;
+      std::sort(order.begin(), order.end(), [&](int a, int c) { return w[static_cast<size_t>(a)] > w[static_cast<size_t>(c)]; });
+      for (int j = 0; j < C; ++j) {
+        const int e = order[static_cast<size_t>(j)];
+        var[j] = std::max(0.0, w[static_cast<size_t>(e)]);
+        for (int c = 0; c < C; ++c) basis[static_cast<size_t>(j) * C + c] = static_cast<float>(vec[static_cast<size_t>(c) * C + e]);
+      }
+      for (int i = 0; i < C; ++i) {
+        for (int j = 0; j < C; ++j) {
+          double dot = 0;
+          for (int c = 0; c < C; ++c) dot += double{basis[static_cast<size_t>(i) * C + c]} * basis[static_cast<size_t>(j) * C + c];
+          b.max_orthogonality_error = std::max(b.max_orthogonality_error, std::fabs(dot - (i == j ? 1.0 : 0.0)));
+        }
+      }
+    }
+  }
+  return b;
+}
+
 std::unique_ptr<KvTransform> MakeLayerNoiseTransform(int kv, int layer, double step_rms) {
   return std::make_unique<LayerNoiseTransform>(kv, layer, step_rms);
 }

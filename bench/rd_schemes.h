@@ -110,6 +110,49 @@ struct ChannelUniformOptions {
 };
 std::unique_ptr<RdScheme> MakeChannelUniformScheme(const ChannelUniformOptions& options);
 
+// KVTC-style transform coding (docs/rate-distortion.md, "Transform coding"). Per (K/V, layer): keys
+// optionally de-rotated (RoPE undone at each row's position, which is its cache index), the calibration
+// mean removed, then projected on an orthonormal basis: the eigenvectors of the calibration covariance
+// (PCA) or the identity (channels). The basis is per model (profile), learned once and shared by every
+// step of a sweep.
+struct KvBasisOptions {
+  bool derotate_keys = true;
+  bool pca[2] = {true, true};  // per K/V: PCA basis, else the channels themselves
+  int skip_first = 4;          // calibration rows 0..skip_first-1 (sinks) would skew the statistics
+  // > 0: block-diagonal PCA over blocks of this many channels (head_dim: one basis per KV head, a
+  // decoder 192/block times cheaper); 0: one basis over all channels.
+  int block = 0;
+  int head_dim = 64;
+  float rope_theta = 10000.0f;
+  RopeLayout rope_layout = RopeLayout::kInterleaved;
+};
+struct KvBasis {
+  KvBasisOptions options;
+  int layers = 0, channels = 0;
+  // Per K/V, [layers][channels]: mean (in the de-rotated domain for de-rotated keys); variance of each
+  // component, descending for PCA; [layers][channels][channels] basis, row j = component j.
+  std::vector<float> mean[2], basis[2];
+  std::vector<double> variance[2];
+  // S_l of the stored (RoPE'd) cache, the RMS of the channel stds: the channel-uniform scheme's step
+  // unit, so that the same alpha means the same step in every scheme.
+  std::vector<double> stored_rms[2];
+  double max_orthogonality_error = 0;  // max |B B^T - I| over all bases (a check on the eigensolver)
+};
+Result<KvBasis> LearnKvBasis(const KvCache& calibration, const KvBasisOptions& options);
+
+// Quantises every kept component with one step per (K/V, layer), step = alpha * S_l, entropy-coded with a
+// table per (K/V, layer, component). Reverse water-filling: a component whose calibration variance is
+// below the uniform quantiser's distortion step^2/12 is dropped (no symbol; reconstructed as the mean).
+// The first `sink_tokens` positions are kept in fp16. Decode: x' = rotate(mean + sum_j q_j step u_j).
+struct TransformCodingOptions {
+  double key_alpha = 0.1;
+  double value_alpha = 0.1;
+  int sink_tokens = 4;
+  std::string label = "pca+derot+sink";
+};
+// `basis` must outlive the scheme.
+std::unique_ptr<RdScheme> MakeTransformCodingScheme(const TransformCodingOptions& options, const KvBasis& basis);
+
 // The noise a per-layer sensitivity probe adds: uniform with width `step_rms` times S (the RMS over
 // channels of the channel's std) of one (kv, layer) only. Deterministic (fixed-seed generator).
 std::unique_ptr<KvTransform> MakeLayerNoiseTransform(int kv, int layer, double step_rms);

@@ -4,7 +4,8 @@
 //
 // usage: kvstream_rd_study [--model smollm2] [--text FILE] [--context-tokens 2048] [--eval-tokens 256]
 //          [--cal-offset 2400] [--cal-tokens 1024] [--chunk-tokens 256] [--sensitivity FILE]
-//          [--sweep all|quick|extra|sinks]
+//          [--sweep all|quick|extra|sinks|transform] [--variants pca+derot,pca-head+derot,derot,pca,pca-values]
+//          [--alphas 0.1,0.15,0.25/0.5,...]   (alpha for K and V, or key_alpha/value_alpha)
 // The calibration slice (tokens [cal-offset, cal-offset + cal-tokens) of the same text, prefilled on its
 // own after a BOS) never overlaps the evaluated context + continuation.
 #include <algorithm>
@@ -32,7 +33,8 @@ struct Flags {
       {"context-tokens", "2048"}, {"eval-tokens", "256"},
       {"cal-offset", "2400"},     {"cal-tokens", "1024"},
       {"chunk-tokens", "256"},    {"sensitivity", ""},
-      {"sweep", "all"}};
+      {"sweep", "all"},           {"variants", "pca+derot,derot,pca,pca-values"},
+      {"alphas", "0.1,0.15,0.25,0.35,0.5"}};
   int Int(const std::string& k) const { return std::stoi(values.at(k)); }
 };
 
@@ -82,6 +84,96 @@ Status SweepSinks(const QualityMeter& meter, const KvCache& cal) {
   return Status::Ok();
 }
 
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// KVTC-style transform coding (docs/rate-distortion.md, "Transform coding"): each variant's basis is
+// learned once on the calibration slice, then the step is swept; the flat channel-uniform scheme at the
+// first alpha is the same-run baseline.
+Status SweepTransform(const Flags& f, const ModelConfig& config, const QualityMeter& meter, const KvCache& cal) {
+  // Each entry is "alpha" (keys and values) or "key_alpha/value_alpha".
+  std::vector<std::pair<double, double>> alphas;
+  for (const std::string& a : Split(f.values.at("alphas"))) {
+    const size_t slash = a.find('/');
+    const double k = std::stod(a.substr(0, slash));
+    alphas.emplace_back(k, slash == std::string::npos ? k : std::stod(a.substr(slash + 1)));
+  }
+  if (alphas.empty()) return Status::InvalidArgument("--alphas is empty");
+  auto measure = [&](RdScheme& scheme, double kept) -> Status {
+    KVSTREAM_RETURN_IF_ERROR(scheme.Calibrate(cal));
+    KVSTREAM_ASSIGN_OR_RETURN(RdTables tables, RdTables::Learn(scheme, cal));
+    RdTransform t(scheme, tables);
+    KVSTREAM_ASSIGN_OR_RETURN(QualityReport q, meter.Measure(t));
+    nlohmann::json j;
+    j["scheme"] = scheme.name();
+    j["params"] = scheme.params();
+    j["bits_per_value"] = q.bits_per_value;
+    j["side_bits_per_value"] = t.last_rate().side_bits_per_value;
+    j["self_entropy_bits_per_value"] = t.last_rate().self_entropy_per_value;
+    if (kept >= 0) j["kept_components_frac"] = kept;
+    j["ppl_delta_pct"] = q.ppl_delta_pct;
+    j["kl_mean"] = q.kl_mean;
+    j["top1_agreement"] = q.top1_agreement;
+    std::printf("%s\n", j.dump().c_str());
+    std::fflush(stdout);
+    return Status::Ok();
+  };
+  ChannelUniformOptions flat;
+  flat.channel_exponent = 0;
+  flat.sink_tokens = 4;
+  flat.label = "channel-uniform+sink";
+  flat.key_alpha = alphas.front().first;
+  flat.value_alpha = alphas.front().second;
+  auto baseline = MakeChannelUniformScheme(flat);
+  KVSTREAM_RETURN_IF_ERROR(measure(*baseline, -1));
+
+  for (const std::string& variant : Split(f.values.at("variants"))) {
+    KvBasisOptions bo;
+    bo.head_dim = config.head_dim;
+    bo.rope_theta = config.rope_theta;
+    bo.rope_layout = config.rope_layout;
+    if (variant == "pca-head+derot") {
+      bo.block = config.head_dim;
+    } else if (variant == "derot") {
+      bo.pca[0] = bo.pca[1] = false;
+    } else if (variant == "pca") {
+      bo.derotate_keys = false;
+    } else if (variant == "pca-values") {
+      bo.derotate_keys = false;
+      bo.pca[0] = false;
+    } else if (variant != "pca+derot") {
+      return Status::InvalidArgument("--variants: unknown variant '" + variant + "' (pca+derot, pca-head+derot, derot, pca, pca-values)");
+    }
+    KVSTREAM_ASSIGN_OR_RETURN(KvBasis basis, LearnKvBasis(cal, bo));
+    std::fprintf(stderr, "rd: basis %s learned, max |B B^T - I| = %.2g\n", variant.c_str(), basis.max_orthogonality_error);
+    for (auto [ka, va] : alphas) {
+      TransformCodingOptions o;
+      o.key_alpha = ka;
+      o.value_alpha = va;
+      o.label = variant + "+sink";
+      // Fraction of components above the water level step^2 / 12 (the rest are dropped).
+      double kept = 0;
+      for (int kv = 0; kv < 2; ++kv) {
+        for (int l = 0; l < basis.layers; ++l) {
+          const double step = (kv == 0 ? ka : va) * basis.stored_rms[kv][static_cast<size_t>(l)];
+          for (int j = 0; j < basis.channels; ++j) {
+            kept += basis.variance[kv][static_cast<size_t>(l) * basis.channels + j] > step * step / 12 ? 1 : 0;
+          }
+        }
+      }
+      auto scheme = MakeTransformCodingScheme(o, basis);
+      KVSTREAM_RETURN_IF_ERROR(measure(*scheme, kept / (2.0 * basis.layers * basis.channels)));
+    }
+  }
+  return Status::Ok();
+}
+
 Status Run(const Flags& f) {
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(f.values.at("model")));
   const ModelConfig& config = model->config();
@@ -114,6 +206,7 @@ Status Run(const Flags& f) {
   const bool quick = f.values.at("sweep") == "quick";
   // "extra": only the recent-window variants, on top of the sensitivity weights (cached in --sensitivity).
   const bool extra = f.values.at("sweep") == "extra";
+  if (f.values.at("sweep") == "transform") return SweepTransform(f, config, meter, cal);
   if (f.values.at("sweep") == "sinks") {  // more sink positions, and the finest ladder step
     KVSTREAM_RETURN_IF_ERROR(SweepSinks(meter, cal));
     return Status::Ok();
