@@ -12,6 +12,7 @@ KvChunk16 ChunkFromCache(const KvCache& cache, int t0, int n) {
   chunk.layers = cache.layers;
   chunk.tokens = n;
   chunk.channels = cache.kv_dim;
+  chunk.token_begin = t0;
   chunk.k.resize(static_cast<size_t>(chunk.values_per_tensor()));
   chunk.v.resize(chunk.k.size());
   for (int l = 0; l < cache.layers; ++l) {

@@ -14,6 +14,7 @@ struct KvChunk16 {
   int layers = 0;
   int tokens = 0;
   int channels = 0;
+  int64_t token_begin = 0;  // position of the chunk's first token in its context (codecs with sink rows need it)
   std::vector<uint16_t> k;  // [layers][tokens][channels], IEEE binary16
   std::vector<uint16_t> v;
 

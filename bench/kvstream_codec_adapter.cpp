@@ -2,6 +2,7 @@
 #include "bench/kvstream_codec_adapter.h"
 
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 
@@ -19,14 +20,21 @@ class KvstreamLevelCodec final : public BaselineCodec {
   std::string method() const override { return "kvstream"; }
   Level level() const override { return level_; }
 
-  Status Encode(const KvChunk16& chunk, std::vector<uint8_t>* out, EncodeStats*) const override {
+  Status Encode(const KvChunk16& chunk, std::vector<uint8_t>* out, EncodeStats* stats) const override {
     ChunkInput in;
     in.keys = TensorView::Dense(const_cast<uint16_t*>(chunk.k.data()), DType::kF16, chunk.layers, chunk.tokens, chunk.channels);
     in.values = TensorView::Dense(const_cast<uint16_t*>(chunk.v.data()), DType::kF16, chunk.layers, chunk.tokens, chunk.channels);
+    in.token_begin = chunk.token_begin;
+    kvstream::EncodeStats codec_stats;
     EncodeOptions options;
     options.level = level_;
     options.profile = IsLossyLevel(level_) ? profile_.get() : nullptr;
+    options.stats = stats ? &codec_stats : nullptr;
     KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, EncodeChunk(in, options));
+    if (stats) {
+      stats->entropy_coded_bits = codec_stats.coded_bits;
+      stats->entropy_ideal_bits = codec_stats.ideal_bits;
+    }
     out->insert(out->end(), bytes.begin(), bytes.end());
     return Status::Ok();
   }
@@ -44,10 +52,32 @@ class KvstreamLevelCodec final : public BaselineCodec {
   Level level_;
 };
 
+// The ladder's levels plus int8 and fp16, sharing one profile.
+std::vector<std::unique_ptr<BaselineCodec>> LevelCodecs(Profile profile) {
+  auto shared = std::make_shared<const Profile>(std::move(profile));
+  std::vector<std::unique_ptr<BaselineCodec>> codecs;
+  for (const LevelSpec& spec : shared->ladder()) codecs.push_back(std::make_unique<KvstreamLevelCodec>(shared, spec.level));
+  codecs.push_back(std::make_unique<KvstreamLevelCodec>(shared, kLevelInt8));
+  codecs.push_back(std::make_unique<KvstreamLevelCodec>(shared, kLevelFp16));
+  return codecs;
+}
+
 }  // namespace
 
-CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t offset, const CodecBenchOptions& options) {
+CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t offset, const std::string& profile_path,
+                                  const CodecBenchOptions& options) {
   return [=](const Model& model) -> Result<std::vector<std::unique_ptr<BaselineCodec>>> {
+    if (!profile_path.empty()) {
+      std::ifstream pin(profile_path, std::ios::binary);
+      if (!pin) return Status::NotFound("cannot open profile " + profile_path);
+      const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(pin)), std::istreambuf_iterator<char>());
+      KVSTREAM_ASSIGN_OR_RETURN(Profile profile, Profile::Parse(bytes.data(), bytes.size()));
+      if (profile.layers() != model.config().n_layers || profile.channels() != model.config().kv_dim()) {
+        return Status::InvalidArgument("profile " + profile_path + " is for " + std::to_string(profile.layers()) +
+                                       " layers x " + std::to_string(profile.channels()) + " channels, not this model's");
+      }
+      return LevelCodecs(std::move(profile));
+    }
     std::ifstream in(calibration_text, std::ios::binary);
     if (!in) return Status::NotFound("cannot open calibration text " + calibration_text);
     std::stringstream ss;
@@ -69,12 +99,7 @@ CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t o
     ProfileBuilder builder(po);
     KVSTREAM_RETURN_IF_ERROR(builder.AddSample(cache.keys(), cache.values()));
     KVSTREAM_ASSIGN_OR_RETURN(Profile profile, builder.Build());
-    auto shared = std::make_shared<const Profile>(std::move(profile));
-    std::vector<std::unique_ptr<BaselineCodec>> codecs;
-    for (const LevelSpec& spec : shared->ladder()) codecs.push_back(std::make_unique<KvstreamLevelCodec>(shared, spec.level));
-    codecs.push_back(std::make_unique<KvstreamLevelCodec>(shared, kLevelInt8));
-    codecs.push_back(std::make_unique<KvstreamLevelCodec>(shared, kLevelFp16));
-    return codecs;
+    return LevelCodecs(std::move(profile));
   };
 }
 

@@ -9,9 +9,11 @@
 
 namespace kvstream::bench {
 
-// Tokens [offset, offset + 2048) of `calibration_text` (fewer if the model's context is shorter) (offset < 0: right after the benchmark's context
-// and continuation) are prefilled after a BOS; their KV trains the profile.
-CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t offset,
+// The profile: read from `profile_path` when it is not empty (made by `kvstream profile`, for this
+// model); otherwise learned here: tokens [offset, offset + 2048) of `calibration_text` (fewer if the
+// model's context is shorter; offset < 0: right after the benchmark's context and continuation) are
+// prefilled after a BOS and their KV trains it.
+CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t offset, const std::string& profile_path,
                                   const CodecBenchOptions& options);
 
 }  // namespace kvstream::bench

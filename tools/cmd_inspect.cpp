@@ -46,6 +46,9 @@ Status InspectChunkFile(const std::string& path, bool segments) {
   if (IsLossyLevel(c.level)) {
     std::printf("  scheme       %s\n", QuantSchemeName(c.scheme));
     std::printf("  tables       %s\n", c.in_chunk_tables ? "in the chunk" : ("profile " + HashHex(c.profile_hash)).c_str());
+    if (c.scheme == QuantScheme::kChannelUniform) {
+      std::printf("  sink rows    %lld (exact fp16: context positions < 4)\n", static_cast<long long>(c.sink_rows));
+    }
   }
   std::printf("  source dtype %s\n", DTypeName(c.source_dtype));
   if (c.level == kLevelFp16) std::printf("  stored dtype %s\n", DTypeName(c.stored_dtype));

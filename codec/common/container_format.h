@@ -14,10 +14,19 @@
 namespace kvstream::codec {
 
 inline constexpr uint8_t kChunkMagic[4] = {'K', 'V', 'C', 'K'};
-inline constexpr uint16_t kChunkVersion = 1;
+inline constexpr uint16_t kChunkVersion = 2;  // 2: sink rows (header byte 13)
 inline constexpr uint32_t kChunkFixedHeaderBytes = 64;
 inline constexpr uint32_t kSegmentEntryBytes = 24;
 inline constexpr uint8_t kChunkFlagInChunkTables = 0x01;
+
+// Channel-uniform chunks keep the first kSinkPositions positions of a context exact (fp16): attention
+// sinks dominate the quantisation error (docs/rate-distortion.md). A chunk's sink rows are its tokens
+// at positions < kSinkPositions; the header records their count and the decoder requires this value.
+inline constexpr int64_t kSinkPositions = 4;
+inline int64_t SinkRows(int64_t token_begin, int64_t tokens) {
+  if (token_begin >= kSinkPositions) return 0;
+  return kSinkPositions - token_begin < tokens ? kSinkPositions - token_begin : tokens;
+}
 
 inline constexpr uint8_t kProfileMagic[4] = {'K', 'V', 'P', 'F'};
 inline constexpr uint16_t kProfileVersion = 1;

@@ -87,9 +87,11 @@ void EscapeUncodable(const std::vector<const codec::RansModel*>& models, const s
   }
 }
 
-// Writes u32 stream bytes, u32 escape count, `params`, the stream and the escapes.
-Status FinishLossySegment(const std::vector<uint8_t>& params, const Symbols& s,
-                          const std::vector<const codec::RansModel*>& models, std::vector<uint8_t>* out) {
+// Writes u32 stream bytes, u32 escape count, the sink rows, `params`, the stream and the escapes, and
+// records the entropy stage's cost in *stats (if not null; the ideal size costs a pass over the symbols).
+Status FinishLossySegment(const std::vector<uint16_t>& sinks, const std::vector<uint8_t>& params, const Symbols& s,
+                          const std::vector<const codec::RansModel*>& models, std::vector<uint8_t>* out,
+                          EncodeStats* stats) {
   std::vector<uint8_t> stream;
   KVSTREAM_RETURN_IF_ERROR(codec::RansEncode(s.symbols.data(), s.symbols.size(), models.data(), models.size(), &stream));
   if (stream.size() > std::numeric_limits<uint32_t>::max() || s.escapes.size() > std::numeric_limits<uint32_t>::max()) {
@@ -98,9 +100,17 @@ Status FinishLossySegment(const std::vector<uint8_t>& params, const Symbols& s,
   ByteWriter w(out);
   w.U32(static_cast<uint32_t>(stream.size()));
   w.U32(static_cast<uint32_t>(s.escapes.size()));
+  w.Raw(sinks.data(), sinks.size() * 2);
   w.Raw(params.data(), params.size());
   w.Raw(stream.data(), stream.size());
   w.Raw(s.escapes.data(), s.escapes.size() * 2);
+  if (stats) {
+    stats->coded_symbols = s.symbols.size();
+    stats->coded_bits = 8.0 * static_cast<double>(stream.size());
+    stats->ideal_bits = codec::RansIdealBits(s.symbols.data(), s.symbols.size(), models.data(), models.size());
+    stats->escapes = s.escapes.size();
+    stats->sink_values = sinks.size();
+  }
   return Status::Ok();
 }
 
@@ -109,6 +119,8 @@ Result<codec::TableBank> BestInChunkBank(const Symbols& s, size_t channels) {
   std::vector<codec::Histogram> hist(channels);
   for (auto& h : hist) h.fill(0);
   for (size_t i = 0; i < s.symbols.size(); ++i) ++hist[i % channels][s.symbols[i]];
+  // A segment of sink rows only codes no symbol, yet its frame carries a bank: a one-symbol table.
+  if (s.symbols.empty()) hist[0][codec::kSymbolZero] = 1;
   std::optional<codec::Clustering> best;
   for (int k : kInChunkBankSizes) {
     if (static_cast<size_t>(k) > channels) break;
@@ -127,10 +139,16 @@ float StepFor(const LevelSpec& spec, int64_t layer, int kv, float base) {
   return base * m;
 }
 
-Status EncodeChannelUniform(const SegmentJob& job, const LevelSpec& spec, const Profile* profile,
-                            std::vector<uint8_t>* out) {
+// The rows [sinks, tokens) of a segment are quantised; rows [0, sinks) (context positions < 4) travel
+// as exact fp16 and take no part in the in-chunk statistics.
+Status EncodeChannelUniform(const SegmentJob& job, const LevelSpec& spec, const Profile* profile, int64_t sinks,
+                            std::vector<uint8_t>* out, EncodeStats* stats) {
   const int64_t tokens = job.view->tokens(), channels = job.view->channels();
-  const std::vector<float> x = LoadSlice(*job.view, job.layer);
+  const std::vector<float> all = LoadSlice(*job.view, job.layer);
+  std::vector<uint16_t> sink_values(static_cast<size_t>(sinks * channels));
+  for (size_t i = 0; i < sink_values.size(); ++i) sink_values[i] = FloatToHalf(all[i]);
+  const std::vector<float> x(all.begin() + sinks * channels, all.end());
+  const int64_t coded = tokens - sinks;
   std::vector<float> mean(static_cast<size_t>(channels)), step(static_cast<size_t>(channels));
   std::vector<uint8_t> params;
   ByteWriter pw(&params);
@@ -147,17 +165,18 @@ Status EncodeChannelUniform(const SegmentJob& job, const LevelSpec& spec, const 
     // median/MAD estimates were measured on SmolLM2 and changed neither size nor quality, while MAD = 0
     // channels of small models gave steps below fp32 resolution.)
     std::vector<double> sum(channels, 0.0), sq(channels, 0.0);
-    for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t t = 0; t < coded; ++t) {
       for (int64_t c = 0; c < channels; ++c) {
         const double v = std::isfinite(x[t * channels + c]) ? x[t * channels + c] : 0.0;
         sum[c] += v;
         sq[c] += v * v;
       }
     }
+    const double n = static_cast<double>(std::max<int64_t>(coded, 1));
     double var_sum = 0;
     for (int64_t c = 0; c < channels; ++c) {
-      const double m = sum[c] / static_cast<double>(tokens);
-      var_sum += std::max(0.0, sq[c] / static_cast<double>(tokens) - m * m);
+      const double m = sum[c] / n;
+      var_sum += std::max(0.0, sq[c] / n - m * m);
       mean[c] = HalfToFloat(FloatToHalf(static_cast<float>(m)));
       if (!std::isfinite(mean[c])) mean[c] = 0.0f;  // a mean beyond fp16's range: those values escape
     }
@@ -173,7 +192,7 @@ Status EncodeChannelUniform(const SegmentJob& job, const LevelSpec& spec, const 
   s.symbols.resize(x.size());
   std::vector<float> inv(static_cast<size_t>(channels));
   for (int64_t c = 0; c < channels; ++c) inv[c] = 1.0f / step[c];
-  for (int64_t t = 0; t < tokens; ++t) {
+  for (int64_t t = 0; t < coded; ++t) {
     for (int64_t c = 0; c < channels; ++c) {
       const size_t i = static_cast<size_t>(t * channels + c);
       int q = 0;
@@ -193,10 +212,12 @@ Status EncodeChannelUniform(const SegmentJob& job, const LevelSpec& spec, const 
     codec::WriteTableBank(bank, pw);
   }
   EscapeUncodable(models, x, &s);
-  return FinishLossySegment(params, s, models, out);
+  KVSTREAM_RETURN_IF_ERROR(FinishLossySegment(sink_values, params, s, models, out, stats));
+  if (stats) stats->table_bytes = params.size();
+  return Status::Ok();
 }
 
-Status EncodeCacheGen(const SegmentJob& job, const LevelSpec& spec, std::vector<uint8_t>* out) {
+Status EncodeCacheGen(const SegmentJob& job, const LevelSpec& spec, std::vector<uint8_t>* out, EncodeStats* stats) {
   const int64_t tokens = job.view->tokens(), channels = job.view->channels();
   const std::vector<float> x = LoadSlice(*job.view, job.layer);
   const int bins = spec.cachegen_bins[job.kv][job.layer < spec.fine_layers[job.kv] ? 0 : 1];
@@ -231,7 +252,9 @@ Status EncodeCacheGen(const SegmentJob& job, const LevelSpec& spec, std::vector<
   const auto models = bank.ChannelModels(0, static_cast<size_t>(channels));
   codec::WriteTableBank(bank, pw);
   EscapeUncodable(models, x, &s);
-  return FinishLossySegment(params, s, models, out);
+  KVSTREAM_RETURN_IF_ERROR(FinishLossySegment({}, params, s, models, out, stats));
+  if (stats) stats->table_bytes = params.size() - static_cast<size_t>(2 * tokens);  // the token scales are not tables
+  return Status::Ok();
 }
 
 // Level int8: per-token fp16 scale = max|x| / 127, then the int8 values, uncoded.
@@ -364,6 +387,8 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
     }
   }
   std::vector<std::vector<uint8_t>> payloads(jobs.size());
+  std::vector<EncodeStats> seg_stats(jobs.size());
+  const int64_t sinks = lossy && options.scheme == QuantScheme::kChannelUniform ? codec::SinkRows(chunk.token_begin, tokens) : 0;
   KVSTREAM_RETURN_IF_ERROR(codec::RunParallel(jobs.size(), options.threads, options.parallel_for, [&](size_t i) -> Status {
     const SegmentJob& job = jobs[i];
     std::vector<uint8_t>* out = &payloads[i];
@@ -386,9 +411,21 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
       EncodeInt8(job, out);
       return Status::Ok();
     }
-    if (options.scheme == QuantScheme::kCacheGenToken) return EncodeCacheGen(job, *spec, out);
-    return EncodeChannelUniform(job, *spec, uses_profile ? options.profile : nullptr, out);
+    if (options.scheme == QuantScheme::kCacheGenToken) return EncodeCacheGen(job, *spec, out, options.stats ? &seg_stats[i] : nullptr);
+    return EncodeChannelUniform(job, *spec, uses_profile ? options.profile : nullptr, sinks, out, options.stats ? &seg_stats[i] : nullptr);
   }));
+  if (options.stats) {
+    EncodeStats sum;
+    for (const EncodeStats& st : seg_stats) {
+      sum.coded_symbols += st.coded_symbols;
+      sum.coded_bits += st.coded_bits;
+      sum.ideal_bits += st.ideal_bits;
+      sum.escapes += st.escapes;
+      sum.sink_values += st.sink_values;
+      sum.table_bytes += st.table_bytes;
+    }
+    *options.stats = sum;
+  }
 
   const uint64_t header_bytes = codec::kChunkFixedHeaderBytes + codec::kSegmentEntryBytes * jobs.size() + 4;
   uint64_t total = header_bytes;
@@ -409,7 +446,7 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
   w.U8(static_cast<uint8_t>(chunk.keys.dtype));
   w.U8(level == kLevelFp16 ? static_cast<uint8_t>(stored) : 0);
   w.U8(lossy && !uses_profile ? codec::kChunkFlagInChunkTables : 0);
-  w.U8(0);
+  w.U8(static_cast<uint8_t>(sinks));
   w.U16(0);
   w.U32(static_cast<uint32_t>(layers));
   w.U32(static_cast<uint32_t>(tokens));

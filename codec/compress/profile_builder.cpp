@@ -94,11 +94,18 @@ Result<Profile> ProfileBuilder::Build() const {
   d->quality.assign(d->ladder.size(), LevelQuality{});
   const size_t n = static_cast<size_t>(layers) * 2 * static_cast<size_t>(channels);
 
-  // Visits every sample value of (layer, kv) as f(channel, x).
+  // Visits every quantised sample value of (layer, kv) as f(channel, x): positions >= 4 (sink rows are
+  // stored exact, so they would only widen the statistics and the tables).
+  int64_t counted = 0;
+  for (int64_t n_s : sample_tokens_) counted += std::max<int64_t>(0, n_s - codec::kSinkPositions);
+  if (counted == 0) {
+    return Status::InvalidArgument("profile: the samples have no positions past the " +
+                                   std::to_string(codec::kSinkPositions) + " sink positions");
+  }
   const auto for_each = [&](int l, int kv, auto&& f) {
     for (size_t s = 0; s < sample_tokens_.size(); ++s) {
       const float* base = samples_[kv][s].data() + static_cast<size_t>(l) * sample_tokens_[s] * channels;
-      for (int64_t t = 0; t < sample_tokens_[s]; ++t)
+      for (int64_t t = codec::kSinkPositions; t < sample_tokens_[s]; ++t)
         for (int c = 0; c < channels; ++c) f(c, base[t * channels + c]);
     }
   };
@@ -117,8 +124,8 @@ Result<Profile> ProfileBuilder::Build() const {
       std::vector<double> var(channels);
       double var_sum = 0;
       for (int c = 0; c < channels; ++c) {
-        const double m = sum[c] / static_cast<double>(tokens_);
-        var[c] = std::max(0.0, sq[c] / static_cast<double>(tokens_) - m * m);
+        const double m = sum[c] / static_cast<double>(counted);
+        var[c] = std::max(0.0, sq[c] / static_cast<double>(counted) - m * m);
         var_sum += var[c];
         d->means[d->Index(l, kv, c)] = static_cast<float>(m);
       }

@@ -179,10 +179,15 @@ class SegmentDecoder {
     uint32_t stream_bytes = 0, escape_count = 0;
     KVSTREAM_RETURN_IF_ERROR(in_.U32(&stream_bytes, "stream bytes"));
     KVSTREAM_RETURN_IF_ERROR(in_.U32(&escape_count, "escape count"));
-    if (escape_count > values()) {
+    const int64_t sinks = info_.sink_rows;  // validated by the container reader: <= tokens
+    const size_t n_c = static_cast<size_t>(channels());
+    const size_t coded = values() - static_cast<size_t>(sinks) * n_c;
+    if (escape_count > coded) {
       return Status::CorruptData(in_.what() + ": escape count = " + std::to_string(escape_count) + " exceeds its " +
-                                 std::to_string(values()) + " values");
+                                 std::to_string(coded) + " coded values");
     }
+    const uint8_t* sink_values = nullptr;
+    KVSTREAM_RETURN_IF_ERROR(in_.Span(size_t{2} * static_cast<size_t>(sinks) * n_c, &sink_values, "sink rows"));
     const bool cachegen = info_.scheme == QuantScheme::kCacheGenToken;
     // Scheme parameters.
     std::vector<float> mean(static_cast<size_t>(channels()), 0.0f), step(static_cast<size_t>(channels()), 0.0f);
@@ -241,15 +246,22 @@ class SegmentDecoder {
     if (in_.remaining() != 0) {
       return Status::CorruptData(in_.what() + ": " + std::to_string(in_.remaining()) + " bytes left over after the escapes");
     }
-    std::vector<uint8_t> symbols(values());
+    std::vector<uint8_t> symbols(coded);
     Status st = codec::RansDecode(stream, stream_bytes, models.data(), models.size(), symbols.data(), symbols.size());
     if (!st.ok()) return st.WithContext(in_.what());
 
-    std::vector<float> row(static_cast<size_t>(channels()));
-    const size_t n_c = static_cast<size_t>(channels());
+    std::vector<float> row(n_c);
+    for (int64_t t = 0; t < sinks; ++t) {
+      for (size_t c = 0; c < n_c; ++c) {
+        uint16_t h;
+        std::memcpy(&h, sink_values + 2 * (static_cast<size_t>(t) * n_c + c), 2);
+        row[c] = HalfToFloat(h);
+      }
+      StoreRow(out_, seg_.layer, t, row.data());
+    }
     uint32_t e = 0;
-    for (int64_t t = 0; t < tokens(); ++t) {
-      const uint8_t* sym = symbols.data() + t * channels();
+    for (int64_t t = sinks; t < tokens(); ++t) {
+      const uint8_t* sym = symbols.data() + static_cast<size_t>(t - sinks) * n_c;
       // Branch-free dequantisation (vectorisable), then the rare escapes patched in.
       if (cachegen) {
         const float s = token_step[t];

@@ -60,7 +60,7 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
                                std::to_string(kChunkFixedHeaderBytes));
   }
   KVSTREAM_RETURN_IF_ERROR(in.Need(kChunkFixedHeaderBytes - 8, "fixed header"));
-  uint8_t level_byte, scheme, source_dtype, stored_dtype, flags, reserved8;
+  uint8_t level_byte, scheme, source_dtype, stored_dtype, flags, sink_rows;
   uint16_t reserved16;
   uint32_t layers, tokens, channels, segment_count;
   uint64_t token_begin, reserved64;
@@ -69,7 +69,7 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
   KVSTREAM_RETURN_IF_ERROR(in.U8(&source_dtype, "source dtype"));
   KVSTREAM_RETURN_IF_ERROR(in.U8(&stored_dtype, "stored dtype"));
   KVSTREAM_RETURN_IF_ERROR(in.U8(&flags, "flags"));
-  KVSTREAM_RETURN_IF_ERROR(in.U8(&reserved8, "reserved"));
+  KVSTREAM_RETURN_IF_ERROR(in.U8(&sink_rows, "sink rows"));
   KVSTREAM_RETURN_IF_ERROR(in.U16(&reserved16, "reserved"));
   KVSTREAM_RETURN_IF_ERROR(in.U32(&layers, "layers"));
   KVSTREAM_RETURN_IF_ERROR(in.U32(&tokens, "tokens"));
@@ -105,7 +105,7 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
     return Status::CorruptData("chunk header: flags = " + std::to_string(flags) + " has unknown bits for level " + LevelName(info.level));
   }
   info.in_chunk_tables = (flags & kChunkFlagInChunkTables) != 0;
-  if (reserved8 != 0 || reserved16 != 0 || reserved64 != 0) return Status::CorruptData("chunk header: reserved bytes are not zero");
+  if (reserved16 != 0 || reserved64 != 0) return Status::CorruptData("chunk header: reserved bytes are not zero");
   // Channel-uniform without in-chunk tables needs a profile; everything else must not name one.
   const bool needs_profile = lossy && info.scheme == QuantScheme::kChannelUniform && !info.in_chunk_tables;
   if (lossy && info.scheme == QuantScheme::kCacheGenToken && !info.in_chunk_tables) {
@@ -131,6 +131,14 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
   info.tokens = tokens;
   info.channels = channels;
   info.token_begin = static_cast<int64_t>(token_begin);
+  // Sink rows are part of the channel-uniform scheme only, and always exactly the chunk's positions < 4.
+  const int64_t want_sinks = lossy && info.scheme == QuantScheme::kChannelUniform ? SinkRows(info.token_begin, info.tokens) : 0;
+  if (sink_rows != want_sinks) {
+    return Status::CorruptData("chunk header: sink rows = " + std::to_string(sink_rows) + ", expected " +
+                               std::to_string(want_sinks) + " for token begin " + std::to_string(info.token_begin) + ", " +
+                               std::to_string(info.tokens) + " tokens, level " + LevelName(info.level));
+  }
+  info.sink_rows = sink_rows;
   const uint64_t expected_segments = info.level == kLevelText ? 1 : uint64_t{layers} * 2;
   if (segment_count != expected_segments) {
     return Status::CorruptData("chunk header: segment count = " + std::to_string(segment_count) + ", expected " +

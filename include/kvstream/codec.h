@@ -35,7 +35,8 @@ namespace kvstream {
 
 // How a lossy level maps values to symbols. Stored in the chunk header; docs/codec.md explains each.
 enum class QuantScheme : uint8_t {
-  // Per (layer, K/V, channel) mean offset and uniform step; step = level multiplier x base step.
+  // Per (layer, K/V, channel) mean offset and uniform step; step = level multiplier x base step. The
+  // context's first 4 positions (attention sinks) are stored exact as fp16.
   kChannelUniform = 1,
   // CacheGen's released scheme: per (layer, token) symmetric scale = max |x| over channels, with a number
   // of bins per (layer, K/V) that shrinks with depth. For comparison; not the default.
@@ -55,6 +56,18 @@ struct ChunkInput {
   const int32_t* token_ids = nullptr;     // the chunk's token ids (tokens of them); required for kLevelText
 };
 
+// What the entropy stage of an encoded chunk cost, summed over its lossy segments (zero for fp16, int8
+// and text). coded_bits / ideal_bits - 1 is the rANS overhead over the empirical entropy of the symbols
+// under the tables used.
+struct EncodeStats {
+  uint64_t coded_symbols = 0;   // rANS-coded symbols (escapes included, sink rows excluded)
+  double coded_bits = 0;        // 8 x the rANS streams' bytes
+  double ideal_bits = 0;        // sum over symbols of -log2(p) under the symbol's table (RansIdealBits)
+  uint64_t escapes = 0;         // values sent as fp16 escapes
+  uint64_t sink_values = 0;     // values of sink rows stored exact as fp16
+  uint64_t table_bytes = 0;     // in-chunk parameters and table banks (0 with a profile)
+};
+
 struct EncodeOptions {
   Level level = 1;                        // see kvstream/level.h; lossy levels 1..ladder size
   // Entropy tables and quantisation parameters learned offline. Null (default): the chunk carries
@@ -63,6 +76,7 @@ struct EncodeOptions {
   QuantScheme scheme = QuantScheme::kChannelUniform;  // ignored by fp16, int8 and text
   int threads = 1;                        // segments encoded concurrently; 1 = the calling thread only
   ParallelFor parallel_for;               // if set, used instead of starting `threads` std::threads
+  EncodeStats* stats = nullptr;           // if set, overwritten with the chunk's entropy-stage figures
 };
 
 // Bounds on what a decoder accepts from untrusted bytes. Defaults fit any current open model with
@@ -106,6 +120,7 @@ struct ChunkInfo {
   int64_t tokens = 0;
   int64_t channels = 0;
   int64_t token_begin = 0;
+  int64_t sink_rows = 0;                  // channel-uniform: leading tokens (positions < 4) stored as exact fp16
   uint64_t profile_hash = 0;              // 0 when no profile is referenced
   uint64_t total_bytes = 0;
   uint32_t header_bytes = 0;              // fixed header + segment index + its CRC

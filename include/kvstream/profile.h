@@ -26,16 +26,19 @@ namespace kvstream {
 struct LevelSpec {
   Level level = 1;
   // Channel-uniform scheme: step = multiplier x base step of (layer, K/V, channel); layers below
-  // fine_layers[K/V] use fine_factor x that step (early layers matter more, as CacheGen found).
+  // fine_layers[K/V] use fine_factor x that step (1 by default: measured on SmolLM2, early layers are
+  // the least sensitive, unlike CacheGen's models). fine_layers also pick the cachegen-token bins.
   float step_multiplier[2] = {0.1f, 0.1f};  // [keys, values]
   int fine_layers[2] = {0, 0};
-  float fine_factor = 0.5f;
+  float fine_factor = 1.0f;
   // CacheGen scheme: bins for [keys, values][fine layers, other layers]; each in [3, 255].
   int cachegen_bins[2][2] = {{32, 16}, {32, 16}};
 };
 
 // The default ladder for a model of `layers` layers: level 1 near-lossless to the most aggressive last.
-// fine_layers follow CacheGen's released split (keys 10/32, values 2/32 of the depth, at least 1).
+// Channel-uniform multipliers 0.10, 0.15, 0.25, 0.35, 0.5, 1.0 (keys and values alike, fine_factor 1);
+// fine_layers follow CacheGen's released split (keys 10/32, values 2/32 of the depth, at least 1) and
+// only choose the cachegen-token scheme's bins.
 std::vector<LevelSpec> DefaultLadder(int layers);
 
 // What a level costs in quality, when measured (kvstream eval / profile --measure); NaN when not.
@@ -94,7 +97,9 @@ struct ProfileOptions {
 class ProfileBuilder {
  public:
   explicit ProfileBuilder(ProfileOptions options) : options_(std::move(options)) {}
-  // Copies the sample (any dtype and strides) as fp32; the first sample fixes layers and channels.
+  // Copies the sample (any dtype and strides) as fp32; the first sample fixes layers and channels. A
+  // sample is a context from position 0: its first 4 positions (the sink rows chunks store exact) are
+  // left out of the statistics and tables.
   Status AddSample(const TensorView& keys, const TensorView& values);
   Result<Profile> Build() const;
 

@@ -133,7 +133,8 @@ TEST(ChunkCorrupt, LyingHeaderFieldsAreNamed) {
   const uint32_t hb = HeaderBytes(good);
   const std::vector<Lie> lies = {
       {0, 1, 'X', "magic"},
-      {4, 2, 2, "version"},
+      {4, 2, 1, "version"},
+      {4, 2, 3, "version"},
       {6, 2, 65, "header size"},
       {8, 1, 99, "level"},
       {9, 1, 9, "scheme"},
@@ -141,7 +142,9 @@ TEST(ChunkCorrupt, LyingHeaderFieldsAreNamed) {
       {11, 1, 1, "stored dtype"},
       {12, 1, 0x80, "flags"},
       {12, 1, 0, "profile hash"},
-      {13, 1, 1, "reserved"},
+      {13, 1, 3, "sink rows"},               // a chunk at position 0 has 4 sink rows
+      {13, 1, 0, "sink rows"},
+      {32, 8, 4, "sink rows"},               // moved past the sinks but still claims 4
       {16, 4, 0, "layers = 0"},
       {16, 4, 5000, "layers = 5000 exceeds limit"},
       {16, 4, 6, "segment count"},
@@ -178,10 +181,12 @@ TEST(ChunkCorrupt, LyingSegmentFieldsAreNamed) {
   for (QuantScheme scheme : {QuantScheme::kChannelUniform, QuantScheme::kCacheGenToken}) {
     const auto good = Encode(3, scheme);
     const uint32_t seg = HeaderBytes(good);  // the first segment's payload
-    // Channel-uniform in-chunk segment: u32 stream bytes, u32 escapes, f32 step, fp16 means, bank.
+    // Channel-uniform in-chunk segment: u32 stream bytes, u32 escapes, 4 fp16 sink rows (the chunk
+    // starts at position 0), f32 step, fp16 means, bank.
     // CacheGen segment: u32 stream bytes, u32 escapes, u8 bins, fp16 token maxima, bank.
     const int channels = Kv().cache.kv_dim;
-    const size_t bank = scheme == QuantScheme::kChannelUniform ? seg + 12 + 2 * channels : seg + 9 + 2 * kTokens;
+    const size_t params = scheme == QuantScheme::kChannelUniform ? seg + 8 + 2 * 4 * channels : seg + 8;
+    const size_t bank = scheme == QuantScheme::kChannelUniform ? params + 4 + 2 * channels : seg + 9 + 2 * kTokens;
     std::vector<Lie> lies = {
         {seg, 4, 0xffffff00u, "rANS stream"},
         {seg, 4, 1, "left over"},
@@ -193,9 +198,9 @@ TEST(ChunkCorrupt, LyingSegmentFieldsAreNamed) {
         {bank + 3, 2, 0x0fff, "4096"},           // escape frequency breaks the sum
     };
     if (scheme == QuantScheme::kChannelUniform) {
-      lies.push_back({seg + 8, 4, 0x7fc00000u, "step"});  // NaN
-      lies.push_back({seg + 8, 4, 0xbf800000u, "step"});  // -1
-      lies.push_back({seg + 12, 2, 0x7c00, "mean"});      // +inf
+      lies.push_back({params, 4, 0x7fc00000u, "step"});  // NaN
+      lies.push_back({params, 4, 0xbf800000u, "step"});  // -1
+      lies.push_back({params + 4, 2, 0x7c00, "mean"});   // +inf
     } else {
       lies.push_back({seg + 8, 1, 2, "bins"});
       lies.push_back({seg + 9, 2, 0xfc00, "scale"});  // -inf
@@ -210,6 +215,30 @@ TEST(ChunkCorrupt, LyingSegmentFieldsAreNamed) {
       EXPECT_NE(st.message().find(lie.expect), std::string::npos)
           << QuantSchemeName(scheme) << " offset " << lie.offset - seg << ": " << st.ToString();
       EXPECT_NE(st.message().find("segment (layer 0, keys)"), std::string::npos) << st.ToString();
+    }
+  }
+}
+
+// The sink-row count is fixed by the scheme and the token range: any other value is refused, on every
+// scheme and level (the cachegen-token scheme and non-lossy levels have none).
+TEST(ChunkCorrupt, WrongSinkRowCountsAreRejected) {
+  for (Level level : kLevels) {
+    for (QuantScheme scheme : {QuantScheme::kChannelUniform, QuantScheme::kCacheGenToken}) {
+      if (!IsLossyLevel(level) && scheme != QuantScheme::kChannelUniform) continue;
+      const auto good = Encode(level, scheme);
+      const bool has_sinks = IsLossyLevel(level) && scheme == QuantScheme::kChannelUniform;
+      ASSERT_EQ(good[13], has_sinks ? 4 : 0) << LevelName(level) << " " << QuantSchemeName(scheme);
+      for (uint8_t lie : {uint8_t{0}, uint8_t{1}, uint8_t{4}, uint8_t{5}, uint8_t{255}}) {
+        if (lie == good[13]) continue;
+        std::vector<uint8_t> b = good;
+        b[13] = lie;
+        FixHeaderCrc(&b);
+        Status st = Decode(b);
+        ASSERT_FALSE(st.ok()) << LevelName(level) << " sink rows " << int{lie};
+        EXPECT_EQ(st.code(), StatusCode::kCorruptData) << st.ToString();
+        EXPECT_NE(st.message().find("sink rows"), std::string::npos) << st.ToString();
+        EXPECT_FALSE(InspectChunk(b.data(), b.size()).ok());
+      }
     }
   }
 }

@@ -54,12 +54,14 @@ struct SegmentParams {
   float step;
   std::vector<float> means;
 };
-SegmentParams ReadInChunkParams(const std::vector<uint8_t>& chunk, const SegmentInfo& seg, int64_t channels) {
+SegmentParams ReadInChunkParams(const std::vector<uint8_t>& chunk, const SegmentInfo& seg, int64_t channels,
+                                int64_t sink_rows) {
   SegmentParams p;
-  std::memcpy(&p.step, chunk.data() + seg.offset + 8, 4);
+  const size_t at = seg.offset + 8 + 2 * static_cast<size_t>(sink_rows * channels);
+  std::memcpy(&p.step, chunk.data() + at, 4);
   for (int64_t c = 0; c < channels; ++c) {
     uint16_t h;
-    std::memcpy(&h, chunk.data() + seg.offset + 12 + 2 * c, 2);
+    std::memcpy(&h, chunk.data() + at + 4 + 2 * c, 2);
     p.means.push_back(HalfToFloat(h));
   }
   return p;
@@ -80,17 +82,22 @@ TEST(ChunkRoundTrip, ChannelUniformLevelsReproduceTheQuantizerReconstruction) {
     ASSERT_TRUE(info.ok()) << info.status().ToString();
     EXPECT_TRUE(info->in_chunk_tables);
     EXPECT_EQ(info->profile_hash, 0u);
+    EXPECT_EQ(info->sink_rows, 4);
     Tensor dk(DType::kF32, L, T, C, Layout::kDense), dv = dk;
     MustDecode(bytes, {}, &dk, &dv);
     int64_t escapes = 0;
     for (const SegmentInfo& seg : info->segments) {
       const Tensor& in = seg.tensor == SegmentTensor::kKeys ? k : v;
       const Tensor& out = seg.tensor == SegmentTensor::kKeys ? dk : dv;
-      const SegmentParams p = ReadInChunkParams(bytes, seg, C);
+      const SegmentParams p = ReadInChunkParams(bytes, seg, C, info->sink_rows);
       ASSERT_GT(p.step, 0.0f);
       for (int64_t t = 0; t < T; ++t) {
         for (int64_t c = 0; c < C; ++c) {
           const float x = in.at(seg.layer, t, c), y = out.at(seg.layer, t, c);
+          if (t < info->sink_rows) {  // context positions 0..3 travel exact as fp16
+            ASSERT_EQ(FloatBits(y), FloatBits(HalfToFloat(FloatToHalf(x))));
+            continue;
+          }
           const float qf = std::nearbyint((y - p.means[c]) / p.step);
           const float grid = codec::DequantChannelUniform(codec::QToSymbol(static_cast<int>(qf)), p.means[c], p.step);
           if (std::fabs(qf) <= 127 && FloatBits(grid) == FloatBits(y)) {
@@ -307,6 +314,106 @@ TEST(ChunkRoundTrip, ChunksDecodeIndependentlyInAnyOrder) {
           ASSERT_EQ(all_v.bits(l, info->token_begin + t, c), v.bits(l, t, c));
         }
   }
+}
+
+// Context positions 0..3 (attention sinks) travel exact as fp16 in channel-uniform chunks, with in-chunk
+// tables and with a profile; a chunk that starts at position 4 or later has none; a chunk made only of
+// sink rows codes no symbol at all.
+TEST(ChunkRoundTrip, SinkRowsAreExactFp16AtTheContextStartOnly) {
+  const auto& kv = Kv();
+  const Tensor k = CopyOf(kv.cache.keys(), DType::kF16, Layout::kDense);
+  const Tensor v = CopyOf(kv.cache.values(), DType::kF16, Layout::kDense);
+  const int64_t L = k.view.layers(), C = k.view.channels();
+  ProfileBuilder builder({});
+  ASSERT_TRUE(builder.AddSample(kv.cache.keys(), kv.cache.values()).ok());
+  auto profile = builder.Build();
+  ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+  struct Case {
+    int64_t t0, first, tokens, sinks;
+  };
+  // (position of the chunk, first row of the fixture it takes, tokens, expected sink rows)
+  for (const Case& cs : {Case{0, 0, 40, 4}, Case{2, 2, 40, 2}, Case{3, 3, 1, 1}, Case{0, 0, 2, 2}, Case{4, 4, 40, 0},
+                         Case{1000, 40, 40, 0}}) {
+    const Profile* profiles[] = {nullptr, &profile.value()};
+    for (const Profile* p : profiles) {
+      SCOPED_TRACE("t0 " + std::to_string(cs.t0) + " tokens " + std::to_string(cs.tokens) + (p ? " profile" : " in-chunk"));
+      ChunkInput in;
+      in.keys = Slice(k.view, cs.first, cs.tokens);
+      in.values = Slice(v.view, cs.first, cs.tokens);
+      in.token_begin = cs.t0;
+      EncodeStats stats;
+      EncodeOptions eo;
+      eo.level = 3;
+      eo.profile = p;
+      eo.stats = &stats;
+      const auto bytes = MustEncode(in, eo);
+      auto info = InspectChunk(bytes.data(), bytes.size());
+      ASSERT_TRUE(info.ok()) << info.status().ToString();
+      EXPECT_EQ(info->sink_rows, cs.sinks);
+      EXPECT_EQ(bytes[13], cs.sinks);
+      EXPECT_EQ(stats.sink_values, static_cast<uint64_t>(2 * L * cs.sinks * C));
+      EXPECT_EQ(stats.coded_symbols, static_cast<uint64_t>(2 * L * (cs.tokens - cs.sinks) * C));
+      Tensor dk(DType::kF16, L, cs.tokens, C, Layout::kDense), dv = dk;
+      DecodeOptions o;
+      o.profile = p;
+      MustDecode(bytes, o, &dk, &dv);
+      int64_t differ_first_row = 0;
+      for (int64_t l = 0; l < L; ++l) {
+        for (int64_t t = 0; t < cs.tokens; ++t) {
+          for (int64_t c = 0; c < C; ++c) {
+            if (t < cs.sinks) {
+              ASSERT_EQ(dk.bits(l, t, c), k.bits(l, cs.first + t, c)) << "layer " << l << " t " << t << " c " << c;
+              ASSERT_EQ(dv.bits(l, t, c), v.bits(l, cs.first + t, c)) << "layer " << l << " t " << t << " c " << c;
+            } else if (t == 0) {
+              differ_first_row += dk.bits(l, t, c) != k.bits(l, cs.first + t, c);
+            }
+          }
+        }
+      }
+      if (cs.sinks == 0) {
+        EXPECT_GT(differ_first_row, 0) << "the first row of a chunk past position 3 is quantised";
+      }
+    }
+  }
+  // The cachegen-token scheme keeps CacheGen's layout: no sink rows.
+  EncodeOptions eo;
+  eo.level = 3;
+  eo.scheme = QuantScheme::kCacheGenToken;
+  const auto bytes = MustEncode(InputOf(k, v), eo);
+  auto info = InspectChunk(bytes.data(), bytes.size());
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->sink_rows, 0);
+}
+
+// The encoder's entropy-stage figures: the rANS streams against the ideal size under the same tables.
+TEST(ChunkRoundTrip, EncodeStatsReportTheEntropyStage) {
+  const auto& kv = Kv();
+  const Tensor k = CopyOf(kv.cache.keys(), DType::kF32, Layout::kDense);
+  const Tensor v = CopyOf(kv.cache.values(), DType::kF32, Layout::kDense);
+  const int64_t L = k.view.layers(), T = k.view.tokens(), C = k.view.channels();
+  EncodeStats stats;
+  stats.escapes = 12345;  // overwritten
+  EncodeOptions eo;
+  eo.level = 2;
+  eo.stats = &stats;
+  const auto bytes = MustEncode(InputOf(k, v, 8), eo);
+  EXPECT_EQ(stats.sink_values, 0u);
+  EXPECT_EQ(stats.coded_symbols, static_cast<uint64_t>(2 * L * T * C));
+  EXPECT_GT(stats.table_bytes, 0u);
+  EXPECT_LT(stats.escapes, static_cast<uint64_t>(2 * L * T * C / 100));
+  ASSERT_GT(stats.ideal_bits, 0.0);
+  // Each stream's cost over the ideal is bounded by its final lane states (32 x 4 bytes) plus rounding.
+  const double slack = static_cast<double>(2 * L) * 32 * 4 * 8;
+  EXPECT_LE(stats.coded_bits, stats.ideal_bits * 1.01 + slack);
+  EXPECT_GE(stats.coded_bits, stats.ideal_bits * 0.99 - slack);
+  EXPECT_LT(stats.coded_bits, 8.0 * static_cast<double>(bytes.size()));
+  std::printf("stories260K level 2: rANS %.0f bits, ideal %.0f bits (%+.2f %%)\n", stats.coded_bits, stats.ideal_bits,
+              100.0 * (stats.coded_bits / stats.ideal_bits - 1.0));
+  // Passthrough levels have no entropy stage.
+  eo.level = kLevelInt8;
+  MustEncode(InputOf(k, v), eo);
+  EXPECT_EQ(stats.coded_symbols, 0u);
+  EXPECT_EQ(stats.coded_bits, 0.0);
 }
 
 TEST(ChunkRoundTrip, SingleTokenAndSingleChannelEdges) {

@@ -75,6 +75,14 @@ int main(int argc, char** argv) {
       auto chunk = EncodeChunk(in, eo);
       if (!chunk.ok()) return Fail(chunk.status());
       emit("chunk_" + LevelName(level) + "_profile", 0x03, *chunk);
+      // A chunk at the context's start carries sink rows (exact fp16) ahead of its symbols.
+      ChunkInput at_start = in;
+      at_start.token_begin = 0;
+      EncodeOptions sinks;
+      sinks.level = level;
+      auto with_sinks = EncodeChunk(at_start, sinks);
+      if (!with_sinks.ok()) return Fail(with_sinks.status());
+      emit("chunk_" + LevelName(level) + "_sinks", 0x05, *with_sinks);
     }
   }
   ProfileOptions options;
