@@ -60,12 +60,8 @@ Status RunEncode(const Args& args) {
     k16.resize(static_cast<size_t>(L * tokens * C));
     v16.resize(k16.size());
     TensorView k = TensorView::Dense(k16.data(), dtype, L, tokens, C), v = TensorView::Dense(v16.data(), dtype, L, tokens, C);
-    for (int64_t l = 0; l < L; ++l)
-      for (int64_t t = 0; t < tokens; ++t)
-        for (int64_t c = 0; c < C; ++c) {
-          StoreFromFloat(k, l, t, c, LoadAsFloat(keys, l, t, c));
-          StoreFromFloat(v, l, t, c, LoadAsFloat(values, l, t, c));
-        }
+    KVSTREAM_RETURN_IF_ERROR(CopyView(keys, k));
+    KVSTREAM_RETURN_IF_ERROR(CopyView(values, v));
     keys = k;
     values = v;
   }

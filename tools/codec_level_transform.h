@@ -28,17 +28,9 @@ class CodecLevelTransform final : public KvTransform {
       const int64_t n = std::min<int64_t>(chunk_tokens_, cache.tokens - t0);
       std::vector<uint16_t> k16(static_cast<size_t>(L * n * C)), v16(k16.size());
       const TensorView k = TensorView::Dense(k16.data(), DType::kF16, L, n, C), v = TensorView::Dense(v16.data(), DType::kF16, L, n, C);
-      TensorView ck = cache.keys(), cv = cache.values();
-      for (TensorView* view : {&ck, &cv}) {
-        view->data = static_cast<float*>(view->data) + t0 * view->strides[1];
-        view->shape[1] = n;
-      }
-      for (int64_t l = 0; l < L; ++l)
-        for (int64_t t = 0; t < n; ++t)
-          for (int64_t c = 0; c < C; ++c) {
-            StoreFromFloat(k, l, t, c, LoadAsFloat(ck, l, t, c));
-            StoreFromFloat(v, l, t, c, LoadAsFloat(cv, l, t, c));
-          }
+      const TensorView ck = SliceTokens(cache.keys(), t0, n), cv = SliceTokens(cache.values(), t0, n);
+      KVSTREAM_RETURN_IF_ERROR(CopyView(ck, k));
+      KVSTREAM_RETURN_IF_ERROR(CopyView(cv, v));
       ChunkInput in;
       in.keys = k;
       in.values = v;

@@ -18,7 +18,6 @@ namespace {
 
 using testing::CopyOf;
 using testing::Layout;
-using testing::Slice;
 using testing::Tensor;
 
 constexpr int kTokens = 96;
@@ -284,8 +283,8 @@ TEST(ChunkRoundTrip, ChunksDecodeIndependentlyInAnyOrder) {
   for (int64_t t0 = 0; t0 < T; t0 += chunk_tokens) {
     const int64_t n = std::min(chunk_tokens, T - t0);
     ChunkInput in;
-    in.keys = Slice(keys, t0, n);
-    in.values = Slice(values, t0, n);
+    in.keys = SliceTokens(keys, t0, n);
+    in.values = SliceTokens(values, t0, n);
     in.token_begin = t0;
     EncodeOptions eo;
     eo.level = 3;
@@ -299,8 +298,8 @@ TEST(ChunkRoundTrip, ChunksDecodeIndependentlyInAnyOrder) {
     ASSERT_TRUE(info.ok());
     EXPECT_EQ(info->token_begin, static_cast<int64_t>(i) * chunk_tokens);
     EXPECT_EQ(info->tokens, i == 2 ? 16 : chunk_tokens);
-    Status st = DecodeChunk(chunks[i].data(), chunks[i].size(), {}, Slice(all_k.view, info->token_begin, info->tokens),
-                            Slice(all_v.view, info->token_begin, info->tokens));
+    Status st = DecodeChunk(chunks[i].data(), chunks[i].size(), {}, SliceTokens(all_k.view, info->token_begin, info->tokens),
+                            SliceTokens(all_v.view, info->token_begin, info->tokens));
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -338,8 +337,8 @@ TEST(ChunkRoundTrip, SinkRowsAreExactFp16AtTheContextStartOnly) {
     for (const Profile* p : profiles) {
       SCOPED_TRACE("t0 " + std::to_string(cs.t0) + " tokens " + std::to_string(cs.tokens) + (p ? " profile" : " in-chunk"));
       ChunkInput in;
-      in.keys = Slice(k.view, cs.first, cs.tokens);
-      in.values = Slice(v.view, cs.first, cs.tokens);
+      in.keys = SliceTokens(k.view, cs.first, cs.tokens);
+      in.values = SliceTokens(v.view, cs.first, cs.tokens);
       in.token_begin = cs.t0;
       EncodeStats stats;
       EncodeOptions eo;

@@ -19,7 +19,6 @@ namespace kvstream {
 namespace {
 
 using testing::Layout;
-using testing::Slice;
 using testing::Tensor;
 
 constexpr int kTokens = 128;
@@ -40,8 +39,8 @@ Profile BuildProfile(int max_tables = 64, float exponent = 0.0f) {
   options.channel_exponent = exponent;
   ProfileBuilder builder(options);
   // Two samples, as `kvstream profile` adds one per context.
-  EXPECT_TRUE(builder.AddSample(Slice(kv.cache.keys(), 0, 40), Slice(kv.cache.values(), 0, 40)).ok());
-  EXPECT_TRUE(builder.AddSample(Slice(kv.cache.keys(), 40, 40), Slice(kv.cache.values(), 40, 40)).ok());
+  EXPECT_TRUE(builder.AddSample(SliceTokens(kv.cache.keys(), 0, 40), SliceTokens(kv.cache.values(), 0, 40)).ok());
+  EXPECT_TRUE(builder.AddSample(SliceTokens(kv.cache.keys(), 40, 40), SliceTokens(kv.cache.values(), 40, 40)).ok());
   auto p = builder.Build();
   EXPECT_TRUE(p.ok()) << p.status().ToString();
   return std::move(p).value();
@@ -91,8 +90,8 @@ TEST(Profile, ChunksWithAProfileReproduceTheQuantizerGridAndAreSmaller) {
   const Profile& p = SharedProfile();
   const ProfileData& d = p.data();
   ChunkInput in;
-  in.keys = Slice(kv.cache.keys(), 64, 64);  // half seen by the profile, half not
-  in.values = Slice(kv.cache.values(), 64, 64);
+  in.keys = SliceTokens(kv.cache.keys(), 64, 64);  // half seen by the profile, half not
+  in.values = SliceTokens(kv.cache.values(), 64, 64);
   const int64_t L = in.keys.layers(), T = in.keys.tokens(), C = in.keys.channels();
   for (Level level = 1; level <= static_cast<Level>(p.ladder().size()); ++level) {
     SCOPED_TRACE("level " + std::to_string(level));

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "kvstream/tensor.h"
 
 namespace kvstream::testing {
@@ -68,18 +70,8 @@ struct Tensor {
 inline Tensor CopyOf(const TensorView& src, DType dtype, Layout layout, int64_t t0 = 0, int64_t n = -1) {
   if (n < 0) n = src.tokens() - t0;
   Tensor out(dtype, src.layers(), n, src.channels(), layout);
-  for (int64_t l = 0; l < src.layers(); ++l)
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t c = 0; c < src.channels(); ++c) StoreFromFloat(out.view, l, t, c, LoadAsFloat(src, l, t0 + t, c));
+  EXPECT_TRUE(CopyView(SliceTokens(src, t0, n), out.view).ok());
   return out;
-}
-
-// tokens [t0, t0 + n) of a view, in place.
-inline TensorView Slice(const TensorView& v, int64_t t0, int64_t n) {
-  TensorView s = v;
-  s.data = static_cast<uint8_t*>(v.data) + t0 * v.strides[1] * static_cast<int64_t>(DTypeSize(v.dtype));
-  s.shape[1] = n;
-  return s;
 }
 
 }  // namespace kvstream::testing
