@@ -6,18 +6,11 @@
 
 namespace kvstream::stream {
 
-TensorView SliceTokens(const TensorView& view, int64_t begin, int64_t count) {
-  TensorView slice = view;
-  slice.data = static_cast<uint8_t*>(view.data) + begin * view.strides[1] * static_cast<int64_t>(DTypeSize(view.dtype));
-  slice.shape[1] = count;
-  return slice;
-}
-
 Result<std::vector<uint8_t>> EncodeContextChunk(const ContextSpec& context, int64_t token_begin, int64_t tokens,
                                                 Level level, const Profile* profile, int threads) {
   ChunkInput input;
-  input.keys = SliceTokens(context.keys, token_begin, tokens);
-  input.values = SliceTokens(context.values, token_begin, tokens);
+  input.keys = kvstream::SliceTokens(context.keys, token_begin, tokens);
+  input.values = kvstream::SliceTokens(context.values, token_begin, tokens);
   input.token_begin = token_begin;
   if (level == kLevelText) {
     if (static_cast<int64_t>(context.token_ids.size()) < token_begin + tokens) {

@@ -14,9 +14,6 @@
 
 namespace kvstream::stream {
 
-// The view of tokens [begin, begin + count) of a [layers][tokens][channels] view.
-TensorView SliceTokens(const TensorView& view, int64_t begin, int64_t count);
-
 Result<std::vector<uint8_t>> EncodeContextChunk(const ContextSpec& context, int64_t token_begin, int64_t tokens,
                                                 Level level, const Profile* profile, int threads);
 
