@@ -1,5 +1,6 @@
 // scheduler/kvstream_policy.cpp — the adaptive policy: measure, plan the remaining chunks, send the next.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <deque>
 #include <memory>
@@ -32,6 +33,26 @@ Status ValidateManifest(const FetchManifest& m) {
   return Status::Ok();
 }
 
+// A sender without a measured profile advertises NaN quality for some levels. The planner must neither
+// take such a level as "best" nor drop it: it is ranked by size instead. A level of unknown quality is
+// assumed worth 1 - kUnknownQualityStep x (number of offered levels whose total bytes are larger), so a
+// bigger level is preferred only while the link affords it, and a smaller one is always an option when
+// it is short. Known qualities are left as they are.
+constexpr double kUnknownQualityStep = 0.01;
+
+void AssumeUnknownQualities(FetchManifest& m) {
+  std::vector<uint64_t> total(m.levels.size(), 0);
+  for (const auto& row : m.bytes) {
+    for (size_t li = 0; li < row.size(); ++li) total[li] += row[li];
+  }
+  for (size_t li = 0; li < m.levels.size(); ++li) {
+    if (std::isfinite(m.levels[li].quality)) continue;
+    int larger = 0;
+    for (size_t lj = 0; lj < m.levels.size(); ++lj) larger += total[lj] > total[li];
+    m.levels[li].quality = std::max(0.0, 1.0 - kUnknownQualityStep * larger);
+  }
+}
+
 class KvstreamPolicy final : public AdaptivePolicy {
  public:
   KvstreamPolicy(const KvstreamPolicyOptions& options, std::shared_ptr<SharedLink> link)
@@ -47,6 +68,7 @@ class KvstreamPolicy final : public AdaptivePolicy {
     manifest_ = manifest;
     deadline_s_ = deadline_s;
     status_ = ValidateManifest(manifest_);
+    if (status_.ok()) AssumeUnknownQualities(manifest_);
     feasible_ = status_.ok();
     predicted_ready_s_ = 0;
     transferred_.assign(std::max(0, manifest_.num_chunks), false);

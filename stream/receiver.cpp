@@ -150,8 +150,8 @@ class DecodePool {
   Status Decode(const DecodeTask& task) {
     const int64_t begin = chunk_begin_[task.chunk];
     const int64_t tokens = reply_.manifest.chunk_tokens[task.chunk];
-    const TensorView keys = stream::SliceTokens(keys_, begin, tokens);
-    const TensorView values = stream::SliceTokens(values_, begin, tokens);
+    const TensorView keys = SliceTokens(keys_, begin, tokens);
+    const TensorView values = SliceTokens(values_, begin, tokens);
     const uint8_t* data = task.bytes->data();
     const size_t size = task.bytes->size();
     if (task.level != kLevelText) {
@@ -498,6 +498,8 @@ Result<FetchResult> Receiver::Impl::Fetch(const std::string& context_id, const T
         // The link carried the previous chunk until it arrived: this one's bytes could not move before.
         t.transfer_s = t.received_at_s - std::max(o.requested_at, last_received_at);
         last_received_at = std::max(last_received_at, t.received_at_s);
+        // Before decode: with chunk i+1 already requested, the policy learns of the link one chunk sooner.
+        policy.ObserveTransfer(t);
         ++in_decode;
         pool.Add(DecodeTask{o.chunk, o.level, std::move(o.buffer)});
         break;

@@ -1,9 +1,16 @@
-// `kvstream bench adapt` — compares level policies on the trace-driven link simulator.
+// `kvstream bench adapt` — compares level policies on a link trace: on the trace-driven simulator
+// (--link sim) or with real fetches over a veth link between two network namespaces whose tc tbf rate
+// follows the trace (--link real, cluster/).
 //
 // Every policy (kvstream, cachegen-rule, fixed-<level> for each offered level) fetches the same requests
 // over the same trace in the same run; one JSON line (or table row) per policy, plus a PNG per policy
-// drawn by bench/plot_adapt.py when --out is given.
+// drawn by bench/plot_adapt.py when --out is given. Both links give the same rows.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -20,10 +27,14 @@
 #include <string>
 #include <vector>
 
+#include "cluster/netns_link.h"
+#include "cluster/process.h"
+#include "cluster/trace_player.h"
 #include "kvstream/codec.h"
 #include "kvstream/model.h"
 #include "kvstream/quality.h"
 #include "kvstream/scheduler.h"
+#include "kvstream/stream.h"
 #include "scheduler/manifest_file.h"
 #include "scheduler/simulator.h"
 #include "scheduler/trace.h"
@@ -245,6 +256,215 @@ Result<PolicyResult> RunPolicy(const std::string& name, const scheduler::LinkTra
   return result;
 }
 
+// ---- --link real ------------------------------------------------------------------------------------
+
+// Records when an adaptive policy first says it cannot make its deadline, as the simulator does.
+class FlaggingPolicy final : public LevelPolicy {
+ public:
+  explicit FlaggingPolicy(std::unique_ptr<LevelPolicy> inner)
+      : inner_(std::move(inner)), adaptive_(dynamic_cast<AdaptivePolicy*>(inner_.get())) {}
+  std::string name() const override { return inner_->name(); }
+  void Begin(const FetchManifest& manifest, double deadline_s) override {
+    infeasible_at_s_ = -1;
+    inner_->Begin(manifest, deadline_s);
+  }
+  Level Choose(int chunk, double now_s) override {
+    const Level level = inner_->Choose(chunk, now_s);
+    if (adaptive_ && infeasible_at_s_ < 0 && !adaptive_->feasible()) infeasible_at_s_ = now_s;
+    return level;
+  }
+  void ObserveTransfer(const ChunkTelemetry& t) override { inner_->ObserveTransfer(t); }
+  void Observe(const ChunkTelemetry& t) override { inner_->Observe(t); }
+  double infeasible_at_s() const { return infeasible_at_s_; }
+
+ private:
+  std::unique_ptr<LevelPolicy> inner_;
+  AdaptivePolicy* adaptive_;
+  double infeasible_at_s_ = -1;
+};
+
+void WriteJsonLine(int fd, const nlohmann::json& j) {
+  const std::string line = j.dump() + "\n";
+  (void)!::write(fd, line.data(), line.size());
+}
+
+// The decode node, in namespace B: connects once, then fetches context "0" once per "POLICY DEADLINE_S"
+// line on `go_fd` and answers each with one JSON line on `out` (until `go_fd` closes).
+int RealReceiverChild(const std::string& host, int port, const KvstreamPolicyOptions& options, int go_fd, int out) {
+  ReceiverOptions ro;
+  ro.chunk_timeout_ms = 30000;
+  // The control connection shares the shaped link with the data it requests: after a tenfold drop a
+  // queue of large chunks can hold its keepalive replies back for longer than the default 10 s.
+  ro.control.idle_timeout_ms = 60000;
+  auto receiver = Receiver::Connect(host, port, ro);
+  if (!receiver.ok()) {
+    WriteJsonLine(out, {{"error", receiver.status().ToString()}});
+    return 1;
+  }
+  auto manifest = (*receiver)->GetManifest("0");
+  if (!manifest.ok()) {
+    WriteJsonLine(out, {{"error", manifest.status().ToString()}});
+    return 1;
+  }
+  KvCache dest;
+  dest.layers = manifest->layers;
+  dest.kv_dim = manifest->channels;
+  dest.tokens = dest.capacity = manifest->manifest.total_tokens;
+  dest.k.resize(static_cast<size_t>(dest.layers) * dest.capacity * dest.kv_dim);
+  dest.v.resize(dest.k.size());
+  WriteJsonLine(out, {{"ready", true}});
+  while (true) {
+    auto line = cluster::ReadLine(go_fd, 3600, 4096);
+    if (!line.ok()) return 0;  // the bench closed the pipe: done
+    std::istringstream in(*line);
+    std::string name;
+    double deadline_s = 0;
+    in >> name >> deadline_s;
+    auto made = MakeLevelPolicy(name, options);
+    if (!made.ok()) {
+      WriteJsonLine(out, {{"error", made.status().ToString()}});
+      continue;
+    }
+    FlaggingPolicy policy(std::move(made).value());
+    auto r = (*receiver)->Fetch("0", dest.keys(), dest.values(), deadline_s, policy);
+    if (!r.ok()) {
+      WriteJsonLine(out, {{"error", r.status().ToString()}});
+      continue;
+    }
+    nlohmann::json chunks = nlohmann::json::array();
+    for (const ChunkTelemetry& t : r->chunks) {
+      chunks.push_back({t.chunk, t.level, t.bytes, r->manifest.chunk_tokens[t.chunk], t.requested_at_s, t.received_at_s,
+                        t.decoded_at_s});
+    }
+    WriteJsonLine(out, {{"complete", r->complete}, {"ready_s", r->kv_ready_s}, {"infeasible_at_s", policy.infeasible_at_s()},
+                        {"chunks", chunks}});
+  }
+}
+
+// Every policy fetches the workload's requests over a veth link between two namespaces whose tbf rate a
+// TracePlayer changes along the trace, restarted at each request (as the simulator replays it). The
+// prefill node is `kvstream serve` in namespace A (this binary) serving the manifest's context; a forked
+// decode node in namespace B fetches. Quality is the manifest's measured quality of each chosen level.
+Result<std::vector<PolicyResult>> RunRealLink(const Args& args, const scheduler::LinkTrace& trace, const ManifestFile& base,
+                                              const std::vector<std::string>& policies, const Workload& w,
+                                              const KvstreamPolicyOptions& options) {
+  KVSTREAM_ASSIGN_OR_RETURN(const double max_minutes, args.GetDouble("max-minutes", 20));
+  if (!(max_minutes > 0 && max_minutes <= 600)) return Status::InvalidArgument("--max-minutes must be in (0, 600]");
+  std::map<Level, double> quality;
+  std::string levels;
+  for (const auto& l : base.manifest.levels) {
+    quality[l.level] = l.quality;
+    if (l.level == kLevelText) continue;  // the decode node holds no model to recompute with
+    levels += (levels.empty() ? "" : ",") + LevelName(l.level);
+  }
+  for (const std::string& p : policies) {
+    if (p == "fixed-text") return Status::InvalidArgument("--link real: fixed-text is not run (the decode node has no model)");
+  }
+  cluster::NetnsLinkOptions link_options;
+  link_options.rate_bps = trace.RateAt(0);
+  link_options.burst = "256kb";  // as bench transport's 1 Gbit/s link; kept through rate changes
+  KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<cluster::NetnsLink> link, cluster::NetnsLink::Create(link_options));
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return Status::IoError("readlink /proc/self/exe failed");
+  self[n] = '\0';
+  const int port = 17300 + ::getpid() % 500;
+  const std::string host = link->address(cluster::NetnsLink::kA);
+  std::vector<std::string> serve = {self, "serve", "--listen", host + ":" + std::to_string(port), "--model",
+                                    args.GetString("model", "smollm2"), "--tokens", std::to_string(base.manifest.total_tokens),
+                                    "--chunk-tokens", std::to_string(base.manifest.chunk_tokens.at(0)), "--levels", levels,
+                                    "--duration-s", std::to_string(static_cast<int>(max_minutes * 60 + 900))};
+  if (args.Has("text")) serve.insert(serve.end(), {"--text", args.GetString("text")});
+  if (args.Has("threads")) serve.insert(serve.end(), {"--threads", args.GetString("threads")});
+  KVSTREAM_ASSIGN_OR_RETURN(cluster::Child server, link->SpawnIn(cluster::NetnsLink::kA, serve));
+  std::fprintf(stderr, "link real: prefilling %d tokens in %s ...\n", base.manifest.total_tokens,
+               link->name(cluster::NetnsLink::kA).c_str());
+  int go[2] = {-1, -1};
+  cluster::Child client;
+  auto finish = [&](Status s) -> Status {
+    if (go[1] >= 0) ::close(go[1]);
+    if (go[0] >= 0) ::close(go[0]);
+    if (client.pid > 0) cluster::Reap(client, 10, false);
+    cluster::Reap(server, 10, true);
+    return s;
+  };
+  if (auto ready = cluster::ReadUntil(server, "serving", 900); !ready.ok()) {
+    return finish(ready.status().WithContext("starting kvstream serve in " + link->name(cluster::NetnsLink::kA)));
+  }
+  if (::pipe2(go, O_CLOEXEC) != 0) return finish(Status::IoError(std::string("pipe: ") + std::strerror(errno)));
+  auto forked = link->ForkIn(cluster::NetnsLink::kB, [&](int out) {
+    ::close(go[1]);
+    return RealReceiverChild(host, port, options, go[0], out);
+  });
+  if (!forked.ok()) return finish(forked.status());
+  client = *forked;
+  ::close(go[0]);
+  go[0] = -1;
+
+  auto ask = [&](const std::string& policy, double deadline_s) -> Result<nlohmann::json> {
+    cluster::TracePlayer player(trace, [&](double bps) { return link->SetRate(bps); });
+    KVSTREAM_RETURN_IF_ERROR(player.Start());
+    const std::string line = policy + " " + std::to_string(deadline_s) + "\n";
+    if (::write(go[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      return Status::Unavailable("the decode node in " + link->name(cluster::NetnsLink::kB) + " is gone");
+    }
+    auto reply = cluster::ReadLine(client.out_fd, std::max(60.0, 20 * deadline_s));
+    player.Stop();
+    KVSTREAM_RETURN_IF_ERROR(player.status());
+    KVSTREAM_RETURN_IF_ERROR(reply.status());
+    nlohmann::json j = nlohmann::json::parse(*reply, nullptr, false);
+    if (j.is_discarded()) return Status::CorruptData("decode node: unparsable reply: " + reply->substr(0, 300));
+    if (j.contains("error")) return Status::Unavailable("decode node: " + j["error"].get<std::string>());
+    return j;
+  };
+
+  std::vector<PolicyResult> results;
+  Status status = [&]() -> Status {
+    KVSTREAM_ASSIGN_OR_RETURN(std::string hello, cluster::ReadLine(client.out_fd, 120));
+    if (hello.find("\"ready\"") == std::string::npos) return Status::Unavailable("decode node: " + hello);
+    // Warms UCX's endpoints and the sender's cache; not counted.
+    KVSTREAM_RETURN_IF_ERROR(ask("fixed-fp16", 1e3).status());
+    const auto started = std::chrono::steady_clock::now();
+    for (const std::string& name : policies) {
+      PolicyResult r{name, {}};
+      for (size_t i = 0; i < w.deadlines_s.size(); ++i) {
+        if (Seconds(started) > max_minutes * 60) {
+          std::fprintf(stderr, "link real: --max-minutes %.1f reached; %s ran %zu of %zu requests\n", max_minutes,
+                       name.c_str(), i, w.deadlines_s.size());
+          break;
+        }
+        KVSTREAM_ASSIGN_OR_RETURN(nlohmann::json j, ask(name, w.deadlines_s[i]));
+        SimOutcome o;
+        o.ready_s = j["ready_s"].get<double>();
+        o.met = j["complete"].get<bool>() && o.ready_s <= w.deadlines_s[i];
+        o.infeasible_at_s = j["infeasible_at_s"].get<double>();
+        double weighted = 0, tokens = 0;
+        for (const auto& c : j["chunks"]) {
+          scheduler::SimChunk sc;
+          sc.chunk = c[0].get<int>();
+          sc.level = c[1].get<int>();
+          sc.bytes = c[2].get<uint64_t>();
+          sc.tokens = c[3].get<int>();
+          sc.quality = quality.count(sc.level) ? quality.at(sc.level) : std::nan("");
+          sc.requested_s = c[4].get<double>();
+          sc.received_s = c[5].get<double>();
+          sc.decoded_s = c[6].get<double>();
+          weighted += sc.quality * sc.tokens;
+          tokens += sc.tokens;
+          o.chunks.push_back(sc);
+        }
+        o.quality = tokens > 0 ? weighted / tokens : 0;
+        r.outcomes.push_back(std::move(o));
+      }
+      std::fprintf(stderr, "link real: %s done (%zu requests)\n", name.c_str(), r.outcomes.size());
+      results.push_back(std::move(r));
+    }
+    return Status::Ok();
+  }();
+  KVSTREAM_RETURN_IF_ERROR(finish(status));
+  return results;
+}
+
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -357,7 +577,10 @@ std::string FileSafe(std::string s) {
 
 Status RunBenchAdapt(const Args& args) {
   KVSTREAM_ASSIGN_OR_RETURN(const std::string trace_name, args.Require("trace"));
-  KVSTREAM_ASSIGN_OR_RETURN(const int64_t requests, args.GetInt("requests", 40));
+  const std::string link_kind = args.GetString("link", "sim");
+  if (link_kind != "sim" && link_kind != "real") return Status::InvalidArgument("--link = '" + link_kind + "': expected sim or real");
+  const bool real = link_kind == "real";
+  KVSTREAM_ASSIGN_OR_RETURN(const int64_t requests, args.GetInt("requests", real ? 10 : 40));
   KVSTREAM_ASSIGN_OR_RETURN(const int64_t concurrency, args.GetInt("concurrency", 1));
   KVSTREAM_ASSIGN_OR_RETURN(const double deadline_ms, args.GetDouble("deadline-ms", 2000));
   KVSTREAM_ASSIGN_OR_RETURN(const double rtt_ms, args.GetDouble("rtt-ms", 1));
@@ -367,13 +590,14 @@ Status RunBenchAdapt(const Args& args) {
   if (concurrency < 1 || concurrency > 64) return Status::InvalidArgument("--concurrency = " + std::to_string(concurrency) + " outside [1, 64]");
   if (!(deadline_ms > 0 && deadline_ms < 3.6e6)) return Status::InvalidArgument("--deadline-ms must be in (0, 3600000)");
   if (!(rtt_ms >= 0 && rtt_ms < 1e4)) return Status::InvalidArgument("--rtt-ms must be in [0, 10000)");
+  if (real && concurrency != 1) return Status::InvalidArgument("--link real runs one request at a time (--concurrency 1)");
 
   const std::filesystem::path traces_dir = SourceDir() / "bench" / "traces";
   KVSTREAM_ASSIGN_OR_RETURN(scheduler::LinkTrace trace, scheduler::LoadTrace(trace_name, traces_dir.string()));
   KVSTREAM_ASSIGN_OR_RETURN(const double time_scale, args.GetDouble("time-scale", 1.0));
   if (!(time_scale > 0 && time_scale <= 1000)) return Status::InvalidArgument("--time-scale must be in (0, 1000]");
   for (double& t : trace.time_s) t *= time_scale;
-  std::string manifest_path = args.GetString("manifest", (traces_dir / "smollm2-8k.manifest.json").string());
+  std::string manifest_path = args.GetString("manifest", (traces_dir / "smollm2-4k.manifest.json").string());
   ManifestFile base;
   if (args.GetString("manifest-from-model") != "") {
     KVSTREAM_ASSIGN_OR_RETURN(base, ManifestFromModel(args));
@@ -402,7 +626,9 @@ Status RunBenchAdapt(const Args& args) {
   const std::string list = args.GetString("policies", "");
   if (list.empty()) {
     policies = {"kvstream", "cachegen-rule"};
-    for (const auto& l : base.manifest.levels) policies.push_back("fixed-" + LevelName(l.level));
+    for (const auto& l : base.manifest.levels) {
+      if (!(real && l.level == kLevelText)) policies.push_back("fixed-" + LevelName(l.level));
+    }
   } else {
     std::stringstream in(list);
     for (std::string p; std::getline(in, p, ',');) {
@@ -412,20 +638,34 @@ Status RunBenchAdapt(const Args& args) {
 
   const Workload w = MakeWorkload(base, static_cast<int>(requests), static_cast<int>(concurrency), deadline_ms * 1e-3,
                                   static_cast<uint64_t>(seed));
+  // Real runs first (minutes), so the table is printed whole, or not at all when the link cannot be made.
+  std::vector<PolicyResult> real_results;
+  if (real) {
+    KVSTREAM_ASSIGN_OR_RETURN(real_results, RunRealLink(args, trace, base, policies, w, options));
+  }
   const bool json = args.Has("json");
   const std::string out_dir = args.GetString("out", "");
   if (!out_dir.empty()) std::filesystem::create_directories(out_dir);
   std::ofstream jsonl;
-  if (!out_dir.empty()) jsonl.open(std::filesystem::path(out_dir) / ("adapt-" + FileSafe(trace.name) + ".jsonl"));
+  const std::string stem_prefix = "adapt-" + std::string(real ? "real-" : "") + FileSafe(trace.name);
+  if (!out_dir.empty()) jsonl.open(std::filesystem::path(out_dir) / (stem_prefix + ".jsonl"));
   if (!json) {
-    std::printf("trace %s, %lld requests (concurrency %lld), deadline %.0f ms +-10%%, rtt %.1f ms, manifest %s\n",
-                trace.name.c_str(), static_cast<long long>(requests), static_cast<long long>(concurrency), deadline_ms,
-                rtt_ms, manifest_path.c_str());
+    std::printf("trace %s, %s link, %lld requests (concurrency %lld), deadline %.0f ms +-10%%, rtt %s, manifest %s\n",
+                trace.name.c_str(), real ? "real (veth + tc tbf between namespaces)" : "simulated",
+                static_cast<long long>(requests), static_cast<long long>(concurrency), deadline_ms,
+                real ? "measured" : (std::to_string(rtt_ms).substr(0, 5) + " ms").c_str(), manifest_path.c_str());
     std::printf("%-16s %8s %8s %8s %10s %10s\n", "policy", "slo", "quality", "level", "p95_ms", "mean_ms");
   }
-  for (const std::string& name : policies) {
-    KVSTREAM_ASSIGN_OR_RETURN(const PolicyResult r, RunPolicy(name, trace, w, static_cast<int>(concurrency), rtt_ms * 1e-3, options));
-    const nlohmann::ordered_json summary = Summarize(r, trace.name, w);
+  for (size_t pi = 0; pi < policies.size(); ++pi) {
+    const std::string& name = policies[pi];
+    PolicyResult r;
+    if (real) {
+      r = std::move(real_results[pi]);
+    } else {
+      KVSTREAM_ASSIGN_OR_RETURN(r, RunPolicy(name, trace, w, static_cast<int>(concurrency), rtt_ms * 1e-3, options));
+    }
+    nlohmann::ordered_json summary = Summarize(r, trace.name, w);
+    summary["link"] = link_kind;
     if (json) {
       std::printf("%s\n", summary.dump().c_str());
     } else {
@@ -437,7 +677,7 @@ Status RunBenchAdapt(const Args& args) {
     std::fflush(stdout);
     if (out_dir.empty()) continue;
     jsonl << summary.dump() << "\n";
-    const std::filesystem::path stem = std::filesystem::path(out_dir) / ("adapt-" + FileSafe(trace.name) + "-" + FileSafe(name));
+    const std::filesystem::path stem = std::filesystem::path(out_dir) / (stem_prefix + "-" + FileSafe(name));
     std::ofstream(stem.string() + ".timeline.json") << Timeline(r, trace, w, static_cast<int>(concurrency)).dump(1) << "\n";
     if (args.Has("no-plot")) continue;
     const std::string command = "/usr/bin/python3 '" + (SourceDir() / "bench" / "plot_adapt.py").string() + "' '" +
@@ -457,14 +697,21 @@ KVSTREAM_REGISTER_COMMAND(bench_adapt,
                            "usage: kvstream bench adapt --trace NAME|FILE [flags]\n\n"
                            "  --trace NAME|FILE   constant, drop10x, step-up, oscillating, random-walk (bench/traces) or a\n"
                            "                      file of 'time_s rate_mbps' lines\n"
-                           "  --requests N        requests per policy (default 40)\n"
+                           "  --link sim|real     sim (default): the deterministic simulator; real: real fetches between two\n"
+                           "                      network namespaces over veth shaped with tc tbf, its rate changed along the\n"
+                           "                      trace (restarted per request) with tc qdisc change; kvstream serve --model M\n"
+                           "                      (default smollm2) prefills the manifest's context in one namespace, a decode\n"
+                           "                      node fetches in the other; quality = the manifest's per level; needs root\n"
+                           "  --max-minutes M     --link real: stop starting requests after M minutes (default 20)\n"
+                           "  --requests N        requests per policy (default 40; 10 with --link real)\n"
                            "  --concurrency C     requests sharing the link at once (default 1)\n"
                            "  --deadline-ms MS    mean deadline; each request's is +-10% (default 2000)\n"
                            "  --rtt-ms MS         link round trip (default 1)\n"
                            "  --time-scale S      stretch the trace's time axis by S, to match a deadline other than 2 s\n"
                            "                      (with --deadline-ms 500, 0.25 keeps drop10x's drop halfway) (default 1)\n"
                            "  --manifest FILE     level sizes, qualities, receiver costs (default\n"
-                           "                      bench/traces/smollm2-8k.manifest.json)\n"
+                           "                      bench/traces/smollm2-4k.manifest.json: SmolLM2-135M, 4096 tokens of\n"
+                           "                      GPL-3 in chunks of 128, measured with the codec and the quality meter)\n"
                            "  --manifest-from-model M  build the manifest from a real context instead: model M prefills\n"
                            "                      --context-tokens (2048) of --text (GPL-3), chunks of --chunk-tokens (256)\n"
                            "                      are encoded at every level (--profile P: with a codec profile), decoded\n"
@@ -476,7 +723,7 @@ KVSTREAM_REGISTER_COMMAND(bench_adapt,
                            "  --json              one JSON object per policy per line\n"
                            "  --out DIR           also write adapt-TRACE.jsonl, per-policy timelines and PNG plots\n"
                            "  --no-plot           with --out: skip the PNGs",
-                           {"trace", "time-scale", "requests", "concurrency", "deadline-ms", "rtt-ms", "manifest", "policies",
+                           {"trace", "link", "model", "max-minutes", "time-scale", "requests", "concurrency", "deadline-ms", "rtt-ms", "manifest", "policies",
                             "prior-mbps", "seed", "out", "manifest-from-model", "write-manifest", "profile", "text",
                             "context-tokens", "chunk-tokens", "eval-tokens", "threads", "tokenizer"},
                            {"json", "no-plot"},

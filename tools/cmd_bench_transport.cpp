@@ -4,14 +4,12 @@
 // ucx_raw rows: our DataPlane moves `iters` messages of each size between two workers of this process with
 // a window of outstanding sends, each landing in a posted buffer; ucx_perftest (ucp_am_bw, the same message
 // size, iteration count and window) runs in the same benchmark between two processes.
-// fetch rows: `kvstream serve` runs in namespace A and `kvstream fetch` in namespace B (both via
-// `ip netns exec`, which also remounts /sys, where UCX finds network devices); veth joins them and `tc tbf` shapes both directions. UCX is
-// pinned to tcp on the veth (UCX_TLS=tcp, UCX_NET_DEVICES) so shared memory cannot bypass the link.
+// fetch rows: `kvstream serve` runs in namespace A and `kvstream fetch` in namespace B of a
+// cluster::NetnsLink (veth shaped with tc tbf both ways; processes started through `ip netns exec`, which
+// also remounts /sys, where UCX finds network devices), UCX pinned to tcp on the veth so shared memory
+// cannot bypass the link (docs/cluster.md).
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,111 +23,22 @@
 #include <sstream>
 #include <thread>
 
+#include "cluster/netns_link.h"
+#include "cluster/process.h"
 #include "common/half.h"
 #include "kvstream/stream.h"
 #include "kvstream/transport.h"
 #include "tools/command.h"
-
-extern char** environ;
 
 namespace kvstream::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// ---- processes --------------------------------------------------------------------------------------
-
-struct Child {
-  pid_t pid = -1;
-  int out_fd = -1;  // the child's stdout+stderr
-};
-
-Result<Child> Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
-  int pipefd[2];
-  if (::pipe2(pipefd, O_CLOEXEC) != 0) return Status::IoError(std::string("pipe: ") + std::strerror(errno));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipefd[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, pipefd[1], 2);
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
-  for (const auto& e : extra_env) env_strings.push_back(e);
-  std::vector<char*> envp, args;
-  for (auto& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_copy = argv;
-  for (auto& a : argv_copy) args.push_back(a.data());
-  args.push_back(nullptr);
-  Child child;
-  const int rc = posix_spawnp(&child.pid, args[0], &actions, nullptr, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(pipefd[1]);
-  if (rc != 0) {
-    ::close(pipefd[0]);
-    return Status::IoError("starting " + argv[0] + ": " + std::strerror(rc));
-  }
-  child.out_fd = pipefd[0];
-  return child;
-}
-
-// Reads the child's output until `marker` appears, it exits, or `timeout_s` passes.
-Result<std::string> ReadUntil(const Child& child, const std::string& marker, double timeout_s) {
-  std::string out;
-  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
-  while (Clock::now() < deadline) {
-    pollfd p{child.out_fd, POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) continue;
-    char buf[4096];
-    const ssize_t n = ::read(child.out_fd, buf, sizeof buf);
-    if (n <= 0) return Status::Unavailable("child exited before printing '" + marker + "': " + out);
-    out.append(buf, static_cast<size_t>(n));
-    if (out.find(marker) != std::string::npos) return out;
-  }
-  return Status::Timeout("no '" + marker + "' from the child within " + std::to_string(timeout_s) + " s: " + out);
-}
-
-// Waits (bounded) for the child; kills it when the time is up. Returns its output; `exit_code` gets its
-// exit status (-1 when killed or signalled).
-std::string Reap(Child& child, double timeout_s, bool terminate_first, int* exit_code = nullptr) {
-  if (exit_code) *exit_code = -1;
-  if (child.pid <= 0) return "";
-  if (terminate_first) ::kill(child.pid, SIGTERM);
-  std::string out;
-  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
-  int status = 0;
-  while (true) {
-    pollfd p{child.out_fd, POLLIN, 0};
-    if (::poll(&p, 1, 50) > 0) {
-      char buf[4096];
-      const ssize_t n = ::read(child.out_fd, buf, sizeof buf);
-      if (n > 0) out.append(buf, static_cast<size_t>(n));
-    }
-    if (::waitpid(child.pid, &status, WNOHANG) == child.pid) {
-      if (exit_code && WIFEXITED(status)) *exit_code = WEXITSTATUS(status);
-      break;
-    }
-    if (Clock::now() > deadline) {
-      ::kill(child.pid, SIGKILL);
-      ::waitpid(child.pid, &status, 0);
-      break;
-    }
-  }
-  ::close(child.out_fd);
-  child.pid = -1;
-  return out;
-}
-
-Status Run(const std::vector<std::string>& argv) {
-  KVSTREAM_ASSIGN_OR_RETURN(Child child, Spawn(argv, {}));
-  int exit_code = -1;
-  const std::string out = Reap(child, 20, false, &exit_code);
-  if (exit_code != 0) {
-    std::string cmd;
-    for (const auto& a : argv) cmd += a + " ";
-    return Status::IoError(cmd + "failed: " + out);
-  }
-  return Status::Ok();
-}
+using cluster::Child;
+using cluster::ReadUntil;
+using cluster::Reap;
+using cluster::Spawn;
 
 // ---- ucx_raw --------------------------------------------------------------------------------------------
 
@@ -324,43 +233,6 @@ Result<double> PerftestThroughput(uint64_t size, int iters, int window, int port
 
 // ---- shaped fetch ---------------------------------------------------------------------------------------
 
-struct Namespaces {
-  std::string a, b;
-  bool made = false;
-  ~Namespaces() {
-    if (!made) return;
-    (void)Run({"ip", "netns", "del", a});
-    (void)Run({"ip", "netns", "del", b});
-  }
-};
-
-Status MakeShapedLink(Namespaces& ns, double gbps) {
-  const std::string suffix = std::to_string(::getpid() % 100000);
-  ns.a = "kvsA" + suffix;
-  ns.b = "kvsB" + suffix;
-  KVSTREAM_RETURN_IF_ERROR(Run({"ip", "netns", "add", ns.a}));
-  ns.made = true;
-  KVSTREAM_RETURN_IF_ERROR(Run({"ip", "netns", "add", ns.b}));
-  const std::string va = "kva" + suffix, vb = "kvb" + suffix;
-  KVSTREAM_RETURN_IF_ERROR(Run({"ip", "link", "add", va, "type", "veth", "peer", "name", vb}));
-  KVSTREAM_RETURN_IF_ERROR(Run({"ip", "link", "set", va, "netns", ns.a}));
-  KVSTREAM_RETURN_IF_ERROR(Run({"ip", "link", "set", vb, "netns", ns.b}));
-  const char* addr[2] = {"10.77.0.1/24", "10.77.0.2/24"};
-  const std::string names[2] = {va, vb};
-  const std::string spaces[2] = {ns.a, ns.b};
-  const std::string rate = std::to_string(static_cast<long long>(gbps * 1000)) + "mbit";
-  for (int i = 0; i < 2; ++i) {
-    // Same device name on both sides, so one UCX_NET_DEVICES value serves both processes.
-    KVSTREAM_RETURN_IF_ERROR(Run({"ip", "-n", spaces[i], "link", "set", names[i], "name", "kvs0"}));
-    KVSTREAM_RETURN_IF_ERROR(Run({"ip", "-n", spaces[i], "addr", "add", addr[i], "dev", "kvs0"}));
-    KVSTREAM_RETURN_IF_ERROR(Run({"ip", "-n", spaces[i], "link", "set", "kvs0", "up"}));
-    KVSTREAM_RETURN_IF_ERROR(Run({"ip", "-n", spaces[i], "link", "set", "lo", "up"}));
-    KVSTREAM_RETURN_IF_ERROR(Run({"ip", "netns", "exec", spaces[i], "tc", "qdisc", "add", "dev", "kvs0", "root", "tbf", "rate",
-                                  rate, "burst", "256kb", "latency", "50ms"}));
-  }
-  return Status::Ok();
-}
-
 struct FetchRow {
   std::string method;
   uint64_t bytes = 0;
@@ -369,32 +241,29 @@ struct FetchRow {
 };
 
 Status ShapedFetches(const Args& args, double gbps, std::vector<FetchRow>* rows, std::string* skipped) {
-  if (::geteuid() != 0) {
-    *skipped = "fetch rows skipped: creating network namespaces needs root";
+  cluster::NetnsLinkOptions link_options;
+  link_options.rate_bps = gbps * 1e9;
+  auto link = cluster::NetnsLink::Create(link_options);
+  if (!link.ok()) {
+    *skipped = "fetch rows skipped: " + link.status().message();
     return Status::Ok();
   }
-  Namespaces ns;
-  Status made = MakeShapedLink(ns, gbps);
-  if (!made.ok()) {
-    *skipped = "fetch rows skipped: cannot build the shaped link: " + made.message();
-    return Status::Ok();
-  }
+  const cluster::NetnsLink& ns = **link;
+  const std::string server_address = ns.address(cluster::NetnsLink::kA) + ":17077";
   KVSTREAM_ASSIGN_OR_RETURN(int64_t tokens, args.GetInt("tokens", 4096));
   const std::string model = args.GetString("model", "smollm2");
   const std::string levels = args.GetString("levels", "fp16,int8,1,2,3,4,5,6");
-  const std::vector<std::string> env = {"UCX_TLS=tcp", "UCX_NET_DEVICES=kvs0"};
   char self[4096];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return Status::IoError("readlink /proc/self/exe failed");
   self[n] = '\0';
-  KVSTREAM_ASSIGN_OR_RETURN(Child server, Spawn({"ip", "netns", "exec", ns.a, self, "serve", "--listen", "10.77.0.1:17077", "--model",
-                                                 model, "--tokens", std::to_string(tokens), "--levels", levels,
-                                                 "--duration-s", "1200"},
-                                                env));
+  KVSTREAM_ASSIGN_OR_RETURN(Child server, ns.SpawnIn(cluster::NetnsLink::kA,
+                                                      {self, "serve", "--listen", server_address, "--model", model, "--tokens",
+                                                       std::to_string(tokens), "--levels", levels, "--duration-s", "1200"}));
   auto ready = ReadUntil(server, "serving", 900);
   if (!ready.ok()) {
     Reap(server, 5, true);
-    return ready.status().WithContext("starting the server in " + ns.a);
+    return ready.status().WithContext("starting the server in " + ns.name(cluster::NetnsLink::kA));
   }
   // The fetcher runs as `kvstream fetch` inside namespace B: UCX finds network devices through /sys, which
   // only `ip netns exec` remounts for the namespace.
@@ -408,14 +277,13 @@ Status ShapedFetches(const Args& args, double gbps, std::vector<FetchRow>* rows,
       for (bool pipelined : {true, false}) {
         if (!IsLossyLevel(level) && !pipelined) continue;
         // Two fetches on one connection: the first warms UCX's endpoints, the second is measured.
-        KVSTREAM_ASSIGN_OR_RETURN(Child client, Spawn({"ip", "netns", "exec", ns.b, self, "fetch", "--connect", "10.77.0.1:17077",
-                                                       "--context", "0", "--level", item, "--inflight", pipelined ? "2" : "1",
-                                                       "--repeat", "2", "--json"},
-                                                      env));
+        KVSTREAM_ASSIGN_OR_RETURN(Child client, ns.SpawnIn(cluster::NetnsLink::kB,
+                                                           {self, "fetch", "--connect", server_address, "--context", "0", "--level", item,
+                                                            "--inflight", pipelined ? "2" : "1", "--repeat", "2", "--json"}));
         int code = -1;
         const std::string out = Reap(client, 300, false, &code);
         const size_t last = out.rfind("{\"context\"");
-        if (code != 0 || last == std::string::npos) return Status::Unavailable("fetch in " + ns.b + " failed: " + out.substr(0, 2000));
+        if (code != 0 || last == std::string::npos) return Status::Unavailable("fetch in " + ns.name(cluster::NetnsLink::kB) + " failed: " + out.substr(0, 2000));
         const std::string line = out.substr(last);
         auto number = [&](const std::string& key) {
           const size_t at = line.find("\"" + key + "\": ");

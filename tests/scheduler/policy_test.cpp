@@ -1,6 +1,7 @@
 // The kvstream and cachegen-rule policies driven by synthetic telemetry, and fetches sharing a link.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 
 #include "kvstream/scheduler.h"
@@ -49,6 +50,37 @@ double Feed(LevelPolicy& p, const FetchManifest& m, int c, Level level, double n
 }
 
 double Quality(const FetchManifest& m, Level level) { return m.levels[IndexOf(m, level)].quality; }
+
+// A sender without a profile advertises NaN quality for int8 and the lossy levels: the policy ranks them by
+// size, so it takes the biggest level the link affords and a smaller one when the link is short, never a
+// NaN-quality level "because it compares best".
+TEST(KvstreamPolicy, LevelsOfUnknownQualityAreRankedBySize) {
+  FetchManifest m = Manifest(false);
+  for (auto& l : m.levels) {
+    if (l.level != kLevelFp16) l.quality = std::nan("");
+  }
+  KvstreamPolicyOptions o;
+  o.min_gain = 0;
+  o.prior_bandwidth_bps = 10e9;  // fp16 throughout: 75 ms of a 5 s deadline
+  auto fast = MakeKvstreamPolicy(o);
+  fast->Begin(m, 5.0);
+  EXPECT_EQ(fast->Choose(0, 0), kLevelFp16);
+  EXPECT_TRUE(fast->feasible());
+
+  o.prior_bandwidth_bps = 100e6;  // fp16 7.5 s, L1 1.6 s, L3 0.85 s, L6 0.28 s
+  auto slow = MakeKvstreamPolicy(o);
+  slow->Begin(m, 1.0);
+  const Level chosen = slow->Choose(0, 0);
+  EXPECT_TRUE(chosen == 3 || chosen == 6) << LevelName(chosen);
+  EXPECT_TRUE(slow->feasible()) << slow->status().ToString();
+
+  // With every quality unknown the ranking still holds: plenty of link buys the biggest level.
+  for (auto& l : m.levels) l.quality = std::nan("");
+  o.prior_bandwidth_bps = 10e9;
+  auto unknown = MakeKvstreamPolicy(o);
+  unknown->Begin(m, 5.0);
+  EXPECT_EQ(unknown->Choose(0, 0), kLevelFp16);
+}
 
 TEST(KvstreamPolicy, ReactsToASustainedDropAtOnceAndShrugsOffASingleSlowChunk) {
   const FetchManifest m = Manifest(false);
