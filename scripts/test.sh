@@ -8,4 +8,7 @@ scripts/bootstrap.sh
 build_dir=${KVSTREAM_BUILD_DIR:-build}
 label_args=()
 [ -z "${KVSTREAM_TEST_LABELS:-}" ] || label_args=(-L "$KVSTREAM_TEST_LABELS")
-ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" "${label_args[@]}"
+# A failed test is run up to twice more: with Debian's UCX 1.13, tearing down an endpoint whose peer died
+# during wire-up sometimes trips an assertion inside UCX (docs/transport.md, "Known issues"), which aborts
+# the fault-injection tests now and then. A test that fails three times in a row still fails the run.
+ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" --repeat until-pass:3 "${label_args[@]}"
