@@ -403,7 +403,17 @@ DataPlane::DataPlane(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DataPlane::~DataPlane() {
   if (!impl_) return;
   impl_->Shutdown();
-  if (impl_->worker) ucp_worker_destroy(impl_->worker);
+  if (impl_->worker) {
+    // UCX 1.13 asserts in ucp_worker_destroy when an endpoint (often one UCX made for a peer that
+    // connected moments ago) still has wire-up messages queued. Progressing briefly lets them leave;
+    // the bound keeps a dead peer from holding the destructor.
+    const auto limit = Clock::now() + std::chrono::milliseconds(100);
+    auto last_activity = Clock::now();
+    while (Clock::now() < limit && Clock::now() - last_activity < std::chrono::milliseconds(20)) {
+      if (ucp_worker_progress(impl_->worker) != 0) last_activity = Clock::now();
+    }
+    ucp_worker_destroy(impl_->worker);
+  }
   if (impl_->context) ucp_cleanup(impl_->context);
   if (impl_->wake_fd >= 0) ::close(impl_->wake_fd);
   impl_->worker = nullptr;
