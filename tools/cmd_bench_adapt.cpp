@@ -105,13 +105,6 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
-// Tokens [t0, t0 + n) of a cache's keys or values, as a view into the cache.
-TensorView Slice(TensorView view, int64_t t0, int64_t n) {
-  view.data = static_cast<float*>(view.data) + t0 * view.strides[1];
-  view.shape[1] = n;
-  return view;
-}
-
 // The manifest of a real context: the model prefills the text's first T tokens; every chunk is encoded
 // at fp16, int8, every lossy level of the ladder and text (real sizes); decoding them (one thread) gives
 // each level's seconds per token and its decoded cache, which the quality meter scores (top-1 agreement
@@ -182,13 +175,8 @@ Result<ManifestFile> ManifestFromModel(const Args& args) {
       std::vector<uint16_t> k16(static_cast<size_t>(L * n * C)), v16(k16.size());
       const TensorView k = TensorView::Dense(k16.data(), DType::kF16, L, n, C);
       const TensorView v = TensorView::Dense(v16.data(), DType::kF16, L, n, C);
-      const TensorView ck = Slice(context.keys(), t0, n), cv = Slice(context.values(), t0, n);
-      for (int64_t l = 0; l < L; ++l)
-        for (int64_t t = 0; t < n; ++t)
-          for (int64_t ch = 0; ch < C; ++ch) {
-            StoreFromFloat(k, l, t, ch, LoadAsFloat(ck, l, t, ch));
-            StoreFromFloat(v, l, t, ch, LoadAsFloat(cv, l, t, ch));
-          }
+      KVSTREAM_RETURN_IF_ERROR(CopyView(SliceTokens(context.keys(), t0, n), k));
+      KVSTREAM_RETURN_IF_ERROR(CopyView(SliceTokens(context.values(), t0, n), v));
       ChunkInput in;
       in.keys = k;
       in.values = v;
@@ -207,7 +195,7 @@ Result<ManifestFile> ManifestFromModel(const Args& args) {
       double best = std::numeric_limits<double>::infinity();
       for (int attempt = 0; attempt < 2; ++attempt) {
         const auto start = std::chrono::steady_clock::now();
-        KVSTREAM_RETURN_IF_ERROR(DecodeChunk(chunk.data(), chunk.size(), dopt, Slice(decoded.keys(), t0, n), Slice(decoded.values(), t0, n)));
+        KVSTREAM_RETURN_IF_ERROR(DecodeChunk(chunk.data(), chunk.size(), dopt, SliceTokens(decoded.keys(), t0, n), SliceTokens(decoded.values(), t0, n)));
         best = std::min(best, Seconds(start));
       }
       decode_s += best;
