@@ -3,12 +3,11 @@
 // chunk decodes on its own; the header is counted in the size like every other byte.
 #include <zstd.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "bench/baseline_codec.h"
 #include "common/half.h"
+#include "common/int8_row.h"
 
 namespace kvstream::bench {
 namespace {
@@ -74,22 +73,13 @@ class Int8Codec final : public BaselineCodec {
     for (const std::vector<uint16_t>* tensor : {&chunk.k, &chunk.v}) {
       for (int64_t r = 0; r < int64_t{chunk.layers} * chunk.tokens; ++r) {
         const uint16_t* in = tensor->data() + r * chunk.channels;
-        float max_abs = 0;
-        for (int c = 0; c < chunk.channels; ++c) {
-          x[c] = HalfToFloat(in[c]);
-          max_abs = std::max(max_abs, std::fabs(x[c]));
-        }
-        // The decoder sees the fp16 scale, so the encoder quantises with it too.
-        const uint16_t scale16 = FloatToHalf(max_abs / 127.0f);
-        const float scale = HalfToFloat(scale16);
-        const float inv = scale > 0 ? 1.0f / scale : 0.0f;
+        for (int c = 0; c < chunk.channels; ++c) x[c] = HalfToFloat(in[c]);
+        const uint16_t scale16 = Int8RowScale(x.data(), chunk.channels);
+        const float inverse_scale = Int8InverseScale(scale16);
         uint8_t* o = out->data() + pos;
         o[0] = static_cast<uint8_t>(scale16);
         o[1] = static_cast<uint8_t>(scale16 >> 8);
-        for (int c = 0; c < chunk.channels; ++c) {
-          const float q = std::clamp(std::nearbyint(x[c] * inv), -127.0f, 127.0f);
-          o[2 + c] = static_cast<uint8_t>(static_cast<int8_t>(q));
-        }
+        for (int c = 0; c < chunk.channels; ++c) o[2 + c] = static_cast<uint8_t>(QuantizeInt8(x[c], inverse_scale));
         pos += row;
       }
     }
@@ -106,11 +96,9 @@ class Int8Codec final : public BaselineCodec {
     const uint8_t* p = data + kHeaderBytes;
     for (std::vector<uint16_t>* tensor : {&chunk->k, &chunk->v}) {
       for (int64_t r = 0; r < int64_t{chunk->layers} * chunk->tokens; ++r) {
-        const float scale = HalfToFloat(static_cast<uint16_t>(p[0] | p[1] << 8));
+        const auto scale16 = static_cast<uint16_t>(p[0] | p[1] << 8);
         uint16_t* o = tensor->data() + r * chunk->channels;
-        for (int c = 0; c < chunk->channels; ++c) {
-          o[c] = FloatToHalf(scale * static_cast<float>(static_cast<int8_t>(p[2 + c])));
-        }
+        for (int c = 0; c < chunk->channels; ++c) o[c] = FloatToHalf(DequantizeInt8(static_cast<int8_t>(p[2 + c]), scale16));
         p += row;
       }
     }

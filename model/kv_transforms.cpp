@@ -1,8 +1,6 @@
 // The built-in KV transforms: fp16 round trip (the uncompressed baseline) and per-token int8.
-#include <algorithm>
-#include <cmath>
-
 #include "common/half.h"
+#include "common/int8_row.h"
 #include "kvstream/quality.h"
 
 namespace kvstream {
@@ -47,18 +45,9 @@ class Int8Transform final : public KvTransform {
     KVSTREAM_RETURN_IF_ERROR(CheckCache(cache));
     const int n = cache.kv_dim;
     ForEachRow(cache, [n](float* row) {
-      float amax = 0.0f;
-      for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(row[i]));
-      // The decoder sees the fp16 scale, so quantize with that very value (saturated to the fp16 range).
-      const float scale = HalfToFloat(FloatToHalf(std::min(amax / 127.0f, 65504.0f)));
-      if (!(scale > 0.0f)) {
-        std::fill(row, row + n, 0.0f);
-        return;
-      }
-      for (int i = 0; i < n; ++i) {
-        const float q = std::clamp(std::nearbyint(row[i] / scale), -127.0f, 127.0f);
-        row[i] = q * scale;
-      }
+      const uint16_t scale = Int8RowScale(row, n);
+      const float inverse_scale = Int8InverseScale(scale);
+      for (int i = 0; i < n; ++i) row[i] = DequantizeInt8(QuantizeInt8(row[i], inverse_scale), scale);
     });
     return 8.0 + 16.0 / n;
   }
