@@ -53,6 +53,10 @@ class CacheGenRulePolicy final : public LevelPolicy {
         .level;
   }
 
+  void SetLinkPrior(const LinkPrior& prior) override {
+    if (prior.bandwidth_bps > 0) options_.prior_bandwidth_bps = prior.bandwidth_bps;
+  }
+
   void ObserveTransfer(const ChunkTelemetry& t) override {
     if (t.transfer_s > 0 && t.bytes > 0) bandwidth_bps_ = static_cast<double>(t.bytes) * 8.0 / t.transfer_s;
   }

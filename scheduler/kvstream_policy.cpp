@@ -92,20 +92,25 @@ class KvstreamPolicy final : public AdaptivePolicy {
     scheduler::PlanRequest request;
     request.manifest = &manifest_;
     request.first_chunk = chunk;
-    request.bandwidth_bps = PlanningShareBps();
     request.rtt_s = link_->rtt_s();
     request.s_per_token.resize(manifest_.levels.size());
     for (size_t li = 0; li < manifest_.levels.size(); ++li) {
       request.s_per_token[li] = costs_.SecondsPerToken(manifest_.levels[li].level);
     }
     if (deadline_s_ > 0) request.min_gain_per_s = options_.min_gain * total_tokens_ / deadline_s_;
-    PredictInFlight(now_s, request);
-    request.ready_by_s = now_s + options_.safety * std::max(0.0, deadline_s_ - now_s);
-    scheduler::Plan plan = scheduler::PlanRemaining(request);
-    if (!plan.feasible) {
-      // Inside the deadline but not inside the margin: still worth the best plan that meets the deadline.
-      request.ready_by_s = deadline_s_;
+    // First a plan that survives the link falling by drop_factor, then one that trusts the estimate
+    // inside the safety margin, then one that merely meets the deadline.
+    const double estimate_bps = PlanningShareBps();
+    const double margin_s = now_s + options_.safety * std::max(0.0, deadline_s_ - now_s);
+    scheduler::Plan plan;
+    for (const auto& [bandwidth_bps, ready_by_s] :
+         {std::pair{estimate_bps / std::max(1.0, options_.drop_factor), margin_s}, std::pair{estimate_bps, margin_s},
+          std::pair{estimate_bps, deadline_s_}}) {
+      request.bandwidth_bps = bandwidth_bps;
+      request.ready_by_s = ready_by_s;
+      PredictInFlight(now_s, request);
       plan = scheduler::PlanRemaining(request);
+      if (plan.feasible) break;
     }
     feasible_ = plan.feasible;
     predicted_ready_s_ = plan.ready_s;
@@ -123,6 +128,8 @@ class KvstreamPolicy final : public AdaptivePolicy {
     in_flight_[chunk] = true;
     return chosen_[chunk];
   }
+
+  void SetLinkPrior(const LinkPrior& prior) override { link_->SetPrior(prior.bandwidth_bps, prior.rtt_s); }
 
   void ObserveTransfer(const ChunkTelemetry& t) override {
     if (t.chunk < 0 || t.chunk >= manifest_.num_chunks || transferred_[t.chunk] || decoded_[t.chunk]) return;

@@ -17,12 +17,6 @@ void SharedLink::SetPrior(double capacity_bps, double rtt_s) {
   if (rtt_s > 0 && !rtt_measured_) rtt_s_ = rtt_s;
 }
 
-Status SharedLink::SetPriorFromTcpSocket(int fd) {
-  KVSTREAM_ASSIGN_OR_RETURN(const TcpLinkInfo info, ReadTcpLinkInfo(fd));
-  SetPrior(info.delivery_rate_bps, info.min_rtt_s > 0 ? info.min_rtt_s : info.rtt_s);
-  return Status::Ok();
-}
-
 int SharedLink::Register() {
   std::lock_guard<std::mutex> lock(mu_);
   ids_.push_back(next_id_);

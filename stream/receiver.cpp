@@ -411,6 +411,14 @@ Result<FetchResult> Receiver::Impl::Fetch(const std::string& context_id, const T
     return Status::Ok();
   };
 
+  // The control connection crosses the same path as the data: its RTT (and its delivery rate, when it
+  // was measured with the link full) is the policy's starting point. The smoothed RTT still carries the
+  // queueing of the last bulk transfer; the path's own RTT is the minimum.
+  if (auto info = connection->ReadLinkInfo(); info.ok()) {
+    result.link_prior.rtt_s = info->min_rtt_s > 0 ? info->min_rtt_s : info->rtt_s;
+    if (!info->app_limited) result.link_prior.bandwidth_bps = info->delivery_rate_bps;
+  }
+  policy.SetLinkPrior(result.link_prior);
   policy.Begin(m, deadline_s);
   const bool pipelined = options.max_inflight_chunks > 1;
   DecodePool pool(options.decode_threads, reply, chunk_begin, keys, values, options, events);

@@ -249,12 +249,19 @@ Result<PolicyResult> RunPolicy(const std::string& name, const scheduler::LinkTra
 // Records when an adaptive policy first says it cannot make its deadline, as the simulator does.
 class FlaggingPolicy final : public LevelPolicy {
  public:
-  explicit FlaggingPolicy(std::unique_ptr<LevelPolicy> inner)
-      : inner_(std::move(inner)), adaptive_(dynamic_cast<AdaptivePolicy*>(inner_.get())) {}
+  // `known_quality`: the decode node's measured quality per level, given to the policy for levels the
+  // sender advertises without one (a sender serving without a measured profile).
+  FlaggingPolicy(std::unique_ptr<LevelPolicy> inner, std::map<Level, double> known_quality = {})
+      : inner_(std::move(inner)), adaptive_(dynamic_cast<AdaptivePolicy*>(inner_.get())),
+        known_quality_(std::move(known_quality)) {}
   std::string name() const override { return inner_->name(); }
   void Begin(const FetchManifest& manifest, double deadline_s) override {
     infeasible_at_s_ = -1;
-    inner_->Begin(manifest, deadline_s);
+    FetchManifest m = manifest;
+    for (LevelInfo& l : m.levels) {
+      if (!std::isfinite(l.quality) && known_quality_.count(l.level)) l.quality = known_quality_.at(l.level);
+    }
+    inner_->Begin(m, deadline_s);
   }
   Level Choose(int chunk, double now_s) override {
     const Level level = inner_->Choose(chunk, now_s);
@@ -263,11 +270,13 @@ class FlaggingPolicy final : public LevelPolicy {
   }
   void ObserveTransfer(const ChunkTelemetry& t) override { inner_->ObserveTransfer(t); }
   void Observe(const ChunkTelemetry& t) override { inner_->Observe(t); }
+  void SetLinkPrior(const LinkPrior& prior) override { inner_->SetLinkPrior(prior); }
   double infeasible_at_s() const { return infeasible_at_s_; }
 
  private:
   std::unique_ptr<LevelPolicy> inner_;
   AdaptivePolicy* adaptive_;
+  std::map<Level, double> known_quality_;
   double infeasible_at_s_ = -1;
 };
 
@@ -278,7 +287,8 @@ void WriteJsonLine(int fd, const nlohmann::json& j) {
 
 // The decode node, in namespace B: connects once, then fetches context "0" once per "POLICY DEADLINE_S"
 // line on `go_fd` and answers each with one JSON line on `out` (until `go_fd` closes).
-int RealReceiverChild(const std::string& host, int port, const KvstreamPolicyOptions& options, int go_fd, int out) {
+int RealReceiverChild(const std::string& host, int port, const KvstreamPolicyOptions& options,
+                      const std::map<Level, double>& known_quality, int go_fd, int out) {
   ReceiverOptions ro;
   ro.chunk_timeout_ms = 30000;
   // The control connection shares the shaped link with the data it requests: after a tenfold drop a
@@ -313,7 +323,7 @@ int RealReceiverChild(const std::string& host, int port, const KvstreamPolicyOpt
       WriteJsonLine(out, {{"error", made.status().ToString()}});
       continue;
     }
-    FlaggingPolicy policy(std::move(made).value());
+    FlaggingPolicy policy(std::move(made).value(), known_quality);
     auto r = (*receiver)->Fetch("0", dest.keys(), dest.values(), deadline_s, policy);
     if (!r.ok()) {
       WriteJsonLine(out, {{"error", r.status().ToString()}});
@@ -325,6 +335,7 @@ int RealReceiverChild(const std::string& host, int port, const KvstreamPolicyOpt
                         t.decoded_at_s});
     }
     WriteJsonLine(out, {{"complete", r->complete}, {"ready_s", r->kv_ready_s}, {"infeasible_at_s", policy.infeasible_at_s()},
+                        {"prior_mbps", r->link_prior.bandwidth_bps / 1e6}, {"prior_rtt_ms", r->link_prior.rtt_s * 1e3},
                         {"chunks", chunks}});
   }
 }
@@ -382,7 +393,7 @@ Result<std::vector<PolicyResult>> RunRealLink(const Args& args, const scheduler:
   if (::pipe2(go, O_CLOEXEC) != 0) return finish(Status::IoError(std::string("pipe: ") + std::strerror(errno)));
   auto forked = link->ForkIn(cluster::NetnsLink::kB, [&](int out) {
     ::close(go[1]);
-    return RealReceiverChild(host, port, options, go[0], out);
+    return RealReceiverChild(host, port, options, quality, go[0], out);
   });
   if (!forked.ok()) return finish(forked.status());
   client = *forked;
@@ -426,6 +437,12 @@ Result<std::vector<PolicyResult>> RunRealLink(const Args& args, const scheduler:
         o.ready_s = j["ready_s"].get<double>();
         o.met = j["complete"].get<bool>() && o.ready_s <= w.deadlines_s[i];
         o.infeasible_at_s = j["infeasible_at_s"].get<double>();
+        if (i == 0) {
+          std::fprintf(stderr, "link real: %s: TCP_INFO prior of the first request: rtt %.3f ms, rate %s\n", name.c_str(),
+                       j["prior_rtt_ms"].get<double>(),
+                       j["prior_mbps"].get<double>() > 0 ? (std::to_string(j["prior_mbps"].get<double>()) + " Mbit/s").c_str()
+                                                         : "app-limited (the configured prior stands)");
+        }
         double weighted = 0, tokens = 0;
         for (const auto& c : j["chunks"]) {
           scheduler::SimChunk sc;
@@ -514,7 +531,8 @@ nlohmann::ordered_json Summarize(const PolicyResult& r, const std::string& trace
   j["level_mix"] = level_mix;
   if (r.policy == "kvstream") {
     j["flagged_infeasible"] = flagged / n;
-    j["missed_and_flagged"] = missed > 0 ? flagged_missed / missed : 1.0;
+    // Of the requests that missed, the fraction said so in advance (null when none missed).
+    j["missed_and_flagged"] = missed > 0 ? nlohmann::ordered_json(flagged_missed / missed) : nlohmann::ordered_json();
     // When, on average, a flagged request first said it could not make its deadline.
     j["mean_flagged_at_ms"] = flagged > 0 ? nlohmann::ordered_json(flagged_at_ms / flagged) : nlohmann::ordered_json();
   }
@@ -574,6 +592,8 @@ Status RunBenchAdapt(const Args& args) {
   KVSTREAM_ASSIGN_OR_RETURN(const double rtt_ms, args.GetDouble("rtt-ms", 1));
   KVSTREAM_ASSIGN_OR_RETURN(const int64_t seed, args.GetInt("seed", 1));
   KVSTREAM_ASSIGN_OR_RETURN(const double prior_mbps, args.GetDouble("prior-mbps", 0));
+  KVSTREAM_ASSIGN_OR_RETURN(const double drop_factor, args.GetDouble("drop-factor", KvstreamPolicyOptions{}.drop_factor));
+  if (!(drop_factor >= 1 && drop_factor <= 1000)) return Status::InvalidArgument("--drop-factor must be in [1, 1000]");
   if (requests < 1 || requests > 100000) return Status::InvalidArgument("--requests = " + std::to_string(requests) + " outside [1, 100000]");
   if (concurrency < 1 || concurrency > 64) return Status::InvalidArgument("--concurrency = " + std::to_string(concurrency) + " outside [1, 64]");
   if (!(deadline_ms > 0 && deadline_ms < 3.6e6)) return Status::InvalidArgument("--deadline-ms must be in (0, 3600000)");
@@ -605,6 +625,7 @@ Status RunBenchAdapt(const Args& args) {
   // first rate. Every adaptive policy gets the same prior.
   options.prior_bandwidth_bps = prior_mbps > 0 ? prior_mbps * 1e6 : trace.RateAt(0);
   options.prior_rtt_s = rtt_ms * 1e-3;
+  options.drop_factor = drop_factor;
   // A receiver knows its own speed (it can time a decode and a prefill at startup), not the link's: the
   // decode and recompute priors are the manifest's receiver costs.
   if (base.costs.s_per_token.count(1)) options.prior_decode_s_per_token = base.costs.s_per_token.at(1);
@@ -689,7 +710,8 @@ KVSTREAM_REGISTER_COMMAND(bench_adapt,
                            "                      network namespaces over veth shaped with tc tbf, its rate changed along the\n"
                            "                      trace (restarted per request) with tc qdisc change; kvstream serve --model M\n"
                            "                      (default smollm2) prefills the manifest's context in one namespace, a decode\n"
-                           "                      node fetches in the other; quality = the manifest's per level; needs root\n"
+                           "                      node fetches in the other; quality = the manifest's per level (also what\n"
+                           "                      the policies rank levels by, as in the simulator); needs root\n"
                            "  --max-minutes M     --link real: stop starting requests after M minutes (default 20)\n"
                            "  --requests N        requests per policy (default 40; 10 with --link real)\n"
                            "  --concurrency C     requests sharing the link at once (default 1)\n"
@@ -707,12 +729,14 @@ KVSTREAM_REGISTER_COMMAND(bench_adapt,
                            "  --write-manifest F  with --manifest-from-model: save the manifest as JSON\n"
                            "  --policies A,B,...  default: kvstream, cachegen-rule and fixed-<level> for every level\n"
                            "  --prior-mbps R      bandwidth prior of the adaptive policies (default: the trace's first rate)\n"
+                           "  --drop-factor F     kvstream plans to survive the link falling to 1/F of its estimate (default 4;\n"
+                           "                      1 trusts the estimate)\n"
                            "  --seed S            workload seed (default 1)\n"
                            "  --json              one JSON object per policy per line\n"
                            "  --out DIR           also write adapt-TRACE.jsonl, per-policy timelines and PNG plots\n"
                            "  --no-plot           with --out: skip the PNGs",
                            {"trace", "link", "model", "max-minutes", "time-scale", "requests", "concurrency", "deadline-ms", "rtt-ms", "manifest", "policies",
-                            "prior-mbps", "seed", "out", "manifest-from-model", "write-manifest", "profile", "text",
+                            "prior-mbps", "drop-factor", "seed", "out", "manifest-from-model", "write-manifest", "profile", "text",
                             "context-tokens", "chunk-tokens", "eval-tokens", "threads", "tokenizer"},
                            {"json", "no-plot"},
                            &RunBenchAdapt});

@@ -130,6 +130,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   bool is_open() const { return open_.load(); }
+  // On the I/O thread, which owns the socket, so that a concurrent close cannot hand its fd to another.
+  Result<TcpLinkInfo> ReadLinkInfo() {
+    auto promise = std::make_shared<std::promise<Result<TcpLinkInfo>>>();
+    auto future = promise->get_future();
+    asio::post(io_, [self = shared_from_this(), promise] {
+      if (self->state_ == State::kClosed || !self->socket_.is_open()) {
+        promise->set_value(Status::Unavailable("control connection to " + self->description_ + " is closed"));
+        return;
+      }
+      promise->set_value(ReadTcpLinkInfo(self->socket_.native_handle()));
+    });
+    if (future.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
+      return Status::Timeout("control connection to " + description_ + ": TCP_INFO not read within 2 s");
+    }
+    return future.get();
+  }
   const std::vector<uint8_t>& peer_address() const { return peer_address_; }
   const std::string& description() const { return description_; }
 
@@ -457,6 +473,7 @@ class Handle final : public ControlConnection {
   bool is_open() const override { return connection_->is_open(); }
   const std::vector<uint8_t>& peer_worker_address() const override { return connection_->peer_address(); }
   std::string peer_description() const override { return connection_->description(); }
+  Result<TcpLinkInfo> ReadLinkInfo() const override { return connection_->ReadLinkInfo(); }
 
  private:
   std::shared_ptr<Connection> connection_;

@@ -57,10 +57,7 @@ KVSTREAM_HD float DequantScaled(uint8_t symbol, float step) {
   return MulRn(static_cast<float>(SymbolToQ(symbol)), step);
 }
 
-// Int8 level: x' = q * scale, q the stored signed byte, scale the token's fp16 scale.
-KVSTREAM_HD float DequantInt8(int8_t q, uint16_t scale_fp16) {
-  return MulRn(static_cast<float>(q), HalfToFloat(scale_fp16));
-}
+
 
 // Encoder side (host only): the nearest q for (x - offset) / step, or false when x is not finite or q
 // falls outside [-limit, limit] (the caller then escapes or clamps). inv_step = 1 / step.

@@ -16,6 +16,7 @@
 #include "codec/common/rans.h"
 #include "codec/compress/table_clustering.h"
 #include "common/half.h"
+#include "common/int8_row.h"
 #include "kvstream/codec.h"
 
 namespace kvstream {
@@ -257,30 +258,18 @@ Status EncodeCacheGen(const SegmentJob& job, const LevelSpec& spec, std::vector<
   return Status::Ok();
 }
 
-// Level int8: per-token fp16 scale = max|x| / 127, then the int8 values, uncoded.
+// Level int8 (common/int8_row.h): per-token fp16 scale, then the int8 values, uncoded.
 void EncodeInt8(const SegmentJob& job, std::vector<uint8_t>* out) {
   const int64_t tokens = job.view->tokens(), channels = job.view->channels();
   const std::vector<float> x = LoadSlice(*job.view, job.layer);
   ByteWriter w(out);
   std::vector<uint16_t> scales(static_cast<size_t>(tokens));
-  for (int64_t t = 0; t < tokens; ++t) {
-    float max_abs = 0;
-    for (int64_t c = 0; c < channels; ++c) {
-      const float v = x[t * channels + c];
-      if (std::isfinite(v)) max_abs = std::max(max_abs, std::fabs(v));
-    }
-    scales[t] = FloatToHalf(max_abs / 127.0f);
-  }
+  for (int64_t t = 0; t < tokens; ++t) scales[t] = Int8RowScale(&x[t * channels], channels);
   w.Raw(scales.data(), scales.size() * 2);
   std::vector<int8_t> q(x.size());
   for (int64_t t = 0; t < tokens; ++t) {
-    const float scale = HalfToFloat(scales[t]);
-    const float inv = scale > 0 && std::isfinite(scale) ? 1.0f / scale : 0.0f;
-    for (int64_t c = 0; c < channels; ++c) {
-      const float v = x[t * channels + c];
-      const float r = std::isfinite(v) ? std::nearbyint(v * inv) : 0.0f;
-      q[t * channels + c] = static_cast<int8_t>(std::clamp(r, -127.0f, 127.0f));
-    }
+    const float inverse = Int8InverseScale(scales[t]);
+    for (int64_t c = 0; c < channels; ++c) q[t * channels + c] = QuantizeInt8(x[t * channels + c], inverse);
   }
   w.Raw(q.data(), q.size());
 }

@@ -18,6 +18,7 @@
 #include "codec/common/table_bank.h"
 #include "codec/decompress/container_reader.h"
 #include "common/half.h"
+#include "common/int8_row.h"
 #include "kvstream/codec.h"
 
 namespace kvstream {
@@ -169,7 +170,7 @@ class SegmentDecoder {
     for (int64_t t = 0; t < tokens(); ++t) {
       uint16_t scale;
       std::memcpy(&scale, scales + 2 * t, 2);
-      for (int64_t c = 0; c < channels(); ++c) row[c] = codec::DequantInt8(q[t * channels() + c], scale);
+      for (int64_t c = 0; c < channels(); ++c) row[c] = DequantizeInt8(q[t * channels() + c], scale);
       StoreRow(out_, seg_.layer, t, row.data());
     }
     return Status::Ok();

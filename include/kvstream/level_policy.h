@@ -40,6 +40,13 @@ struct ChunkTelemetry {
   double decode_s = 0;        // decode (or text recompute) time alone
 };
 
+// What the stream layer knows of the link before a fetch has measured anything (e.g. the kernel's
+// TCP_INFO for the control connection, which shares the data's path). 0 = unknown.
+struct LinkPrior {
+  double bandwidth_bps = 0;
+  double rtt_s = 0;
+};
+
 class LevelPolicy {
  public:
   virtual ~LevelPolicy() = default;
@@ -54,6 +61,8 @@ class LevelPolicy {
   // layer that calls this when a chunk lands lets the policy react one chunk sooner. Observe must still
   // follow.
   virtual void ObserveTransfer(const ChunkTelemetry& telemetry) {}
+  // Optional, before Begin: replaces the policy's configured priors with what was observed of the link.
+  virtual void SetLinkPrior(const LinkPrior& prior) {}
 };
 
 class FixedLevelPolicy final : public LevelPolicy {

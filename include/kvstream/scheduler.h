@@ -29,6 +29,10 @@ struct KvstreamPolicyOptions {
   // by at least min_gain x f. Time on the wire is exposure to a link that may fall, and the last
   // thousandths of quality are not worth it (docs/scheduler.md). 0 spends the whole budget.
   double min_gain = 0.02;
+  // Plan so that the context would still be ready if the link fell to 1/drop_factor of its estimate
+  // before the next chunk: the plan's link seconds (and the min_gain exposure) are counted at that rate.
+  // When no plan survives such a drop, the policy plans with the estimate itself. 1 trusts the estimate.
+  double drop_factor = 4;
   // Bandwidth samples kept; the estimate is their median (lower middle when even), so one slow or fast
   // chunk does not move it and a sustained change shows after window/2 + 1 chunks.
   int window = 3;
@@ -48,11 +52,9 @@ class SharedLink {
  public:
   explicit SharedLink(const KvstreamPolicyOptions& options = {});
 
-  // A prior for fetches that have not measured anything yet, e.g. from ReadTcpLinkInfo.
+  // A prior for fetches that have not measured anything yet (a LinkPrior from the stream layer). A value
+  // of 0 leaves that prior as it was; a measured RTT is not overridden.
   void SetPrior(double capacity_bps, double rtt_s);
-  // SetPrior from the kernel's view of a connected TCP socket to the same peer (its delivery rate and
-  // RTT; a rate of 0, before the kernel has a sample, leaves the capacity prior as it was).
-  Status SetPriorFromTcpSocket(int fd);
   int Register();
   void Unregister(int id);
   int registered() const;
@@ -103,13 +105,5 @@ std::unique_ptr<LevelPolicy> MakeCacheGenRulePolicy(const CacheGenRuleOptions& o
 Result<std::unique_ptr<LevelPolicy>> MakeLevelPolicy(const std::string& name,
                                                      const KvstreamPolicyOptions& options = {},
                                                      std::shared_ptr<SharedLink> link = nullptr);
-
-// What the kernel knows about a connected TCP socket (Linux TCP_INFO), used as a prior.
-struct TcpLinkInfo {
-  double delivery_rate_bps = 0;  // tcpi_delivery_rate (0 when the kernel has no sample yet)
-  double rtt_s = 0;              // smoothed RTT
-  double min_rtt_s = 0;          // 0 where the kernel does not report it
-};
-Result<TcpLinkInfo> ReadTcpLinkInfo(int fd);
 
 }  // namespace kvstream

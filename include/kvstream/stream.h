@@ -5,7 +5,8 @@
 // whichever receiver asks. A Receiver (decode node) fetches a context into destination views before a
 // deadline: a LevelPolicy chooses each chunk's level, chunk i+1 is on the wire while chunk i is decoded,
 // every payload is checked against its CRC32C (a bad one is re-requested once), and "text" chunks are
-// recomputed with a Model the receiver holds. docs/transport.md describes the session; docs/protocol.md
+// recomputed with a Model the receiver holds. Before the first chunk the policy gets the control
+// connection's TCP_INFO as a LinkPrior. docs/transport.md describes the session; docs/protocol.md
 // the messages.
 #pragma once
 
@@ -115,6 +116,7 @@ struct FetchResult {
   uint64_t bytes = 0;             // payload bytes received (retries included)
   int retries = 0;                // chunks re-requested after a CRC failure
   double kv_ready_s = 0;          // from the start of Fetch to the last chunk written
+  LinkPrior link_prior;           // what the policy was told of the link before the first chunk
   bool deadline_met = false;
 };
 

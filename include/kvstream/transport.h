@@ -141,6 +141,16 @@ using ControlMessage =
 // ---------------------------------------------------------------------------------------------------
 // Control plane connections
 
+// What the kernel knows about a connected TCP socket (Linux TCP_INFO).
+struct TcpLinkInfo {
+  double delivery_rate_bps = 0;  // tcpi_delivery_rate (0 when the kernel has no sample yet)
+  // The rate was measured while the sender had too little to send to fill the link: a lower bound only.
+  bool app_limited = true;
+  double rtt_s = 0;              // smoothed RTT
+  double min_rtt_s = 0;          // 0 where the kernel does not report it
+};
+Result<TcpLinkInfo> ReadTcpLinkInfo(int fd);
+
 struct ControlOptions {
   // Largest message payload accepted or sent; a peer announcing more is disconnected.
   uint32_t max_message_bytes = 1 << 20;
@@ -174,6 +184,9 @@ class ControlConnection {
   // The UCX worker address and name the peer announced in the handshake.
   virtual const std::vector<uint8_t>& peer_worker_address() const = 0;
   virtual std::string peer_description() const = 0;
+  // TCP_INFO of the connection's socket (it crosses the same path as the data plane's TCP transport).
+  // Fails with kUnavailable once closed. Not from a handler (it waits for the I/O thread).
+  virtual Result<TcpLinkInfo> ReadLinkInfo() const = 0;
 };
 
 // Connects to a ControlServer and performs the handshake, announcing `worker_address` (this side's

@@ -9,6 +9,7 @@
 
 #include "codec/common/quantizer.h"
 #include "common/half.h"
+#include "common/int8_row.h"
 #include "kv_fixture.h"
 #include "kvstream/codec.h"
 #include "test_views.h"
@@ -197,7 +198,7 @@ TEST(ChunkRoundTrip, Int8IsPerTokenSymmetric) {
       for (int64_t c = 0; c < C; ++c) {
         const float y = dk.at(l, t, c);
         const float q = std::nearbyint(y / scale);
-        ASSERT_EQ(FloatBits(codec::DequantInt8(static_cast<int8_t>(q), FloatToHalf(max_abs / 127.0f))), FloatBits(y));
+        ASSERT_EQ(FloatBits(DequantizeInt8(static_cast<int8_t>(q), FloatToHalf(max_abs / 127.0f))), FloatBits(y));
         ASSERT_LE(std::fabs(k.at(l, t, c) - y), 0.5f * scale * 1.001f + 0.01f * max_abs);
       }
     }

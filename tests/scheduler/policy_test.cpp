@@ -205,6 +205,59 @@ TEST(KvstreamPolicy, StaysInTimeWhenArrivalsAreReportedOnlyWithDecodes) {
   EXPECT_FALSE((*baseline)[0].met);  // the case is not trivial
 }
 
+// The stream layer's LinkPrior replaces the configured prior for the first chunk.
+TEST(KvstreamPolicy, LinkPriorFromTheStreamLayerSetsTheFirstChoice) {
+  const FetchManifest m = Manifest(false);
+  KvstreamPolicyOptions o;
+  o.min_gain = 0;
+  o.prior_bandwidth_bps = 100e6;  // fp16 would take 7.5 s
+  auto p = MakeKvstreamPolicy(o);
+  p->Begin(m, 5.0);
+  EXPECT_NE(p->Choose(0, 0), kLevelFp16);
+  auto told = MakeKvstreamPolicy(o);
+  told->SetLinkPrior({40e9, 1e-4});  // fp16 throughout: 19 ms, and 75 ms after a fourfold drop
+  told->Begin(m, 5.0);
+  EXPECT_EQ(told->Choose(0, 0), kLevelFp16);
+  EXPECT_DOUBLE_EQ(told->bandwidth_estimate_bps(), 40e9);
+}
+
+// With drop_factor F the plan stays feasible if the link falls to 1/F at any moment: on a link that falls
+// fourfold at different points of the fetch, F = 4 meets every deadline; trusting the estimate (F = 1)
+// buys fp16 (0.75 s of a 1 s deadline) and misses when the fall comes early.
+TEST(KvstreamPolicy, SurvivesAFallOfTheLinkByItsDropFactor) {
+  // Manifest()'s context in 4 chunks of 1024 tokens: fp16 0.75 s at 1 Gbit/s, 3 s at 250 Mbit/s.
+  FetchManifest m = Manifest(false);
+  m.num_chunks = 4;
+  m.chunk_tokens.assign(4, 1024);
+  for (auto& row : m.bytes) {
+    for (auto& b : row) b *= 4;
+  }
+  m.bytes.resize(4);
+  scheduler::ReceiverCosts costs{{{kLevelFp16, 1e-6}, {1, 1e-5}, {3, 1e-5}, {6, 1e-5}}};
+  scheduler::SimOptions sim;
+  sim.costs = &costs;
+  int missed_trusting = 0;
+  for (double fall_at : {0.05, 0.2, 0.4, 0.6, 0.8}) {
+    auto trace = scheduler::ParseTrace("0 1000\n" + std::to_string(fall_at) + " 250\n", "fall");
+    ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+    for (double factor : {4.0, 1.0}) {
+      KvstreamPolicyOptions o;
+      o.min_gain = 0;
+      o.prior_bandwidth_bps = 1e9;
+      o.drop_factor = factor;
+      auto p = MakeKvstreamPolicy(o);
+      auto out = scheduler::Simulate(*trace, sim, {{0, 1.0, &m, p.get()}});
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      if (factor > 1) {
+        EXPECT_TRUE((*out)[0].met) << "fall at " << fall_at << ": ready at " << (*out)[0].ready_s;
+      } else {
+        missed_trusting += !(*out)[0].met;
+      }
+    }
+  }
+  EXPECT_GT(missed_trusting, 0);  // the case is not trivial
+}
+
 TEST(SharedLinkPolicies, ConcurrentFetchesBothMeetTheirDeadlinesWithSimilarQuality) {
   const FetchManifest m = Manifest(false);
   auto trace = scheduler::ParseTrace("0 200\n", "200M");

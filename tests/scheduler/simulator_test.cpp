@@ -171,14 +171,21 @@ TEST_F(ShippedBench, AllShippedTracesParse) {
   }
 }
 
-// On the measured SmolLM2 manifest kvstream meets drop10x's deadlines, and more of them than the CacheGen
-// rule. The quality half of the target (no worse than the best fixed level that meets 95 %) does
-// not hold on this manifest today — its measured ladder is not monotone (L3/L4 score above L1/L2 within
-// the 1/128 resolution of the meter) and kvstream's mix of text and small levels lands below fixed-L3/L4 —
-// so it is recorded in bench/RESULTS-adapt.md rather than asserted here.
-TEST_F(ShippedBench, KvstreamMeetsDrop10xDeadlinesAndMoreOfThemThanTheCacheGenRule) {
+// The target on the measured SmolLM2 manifest, in the simulator: kvstream meets >= 95 % of
+// drop10x's deadlines at a mean quality no worse than the best fixed level that also does, and more of
+// them than the CacheGen rule. (The rule's mean quality is higher here only because, missing every
+// deadline, it falls back to text, which the simulator scores as exact; on the real link, where the
+// decode node cannot recompute, kvstream beats it on both: bench/RESULTS-adapt.md.)
+TEST_F(ShippedBench, KvstreamMeetsTheDrop10xTargetInTheSimulator) {
   const auto kv = Run("drop10x", "kvstream", 8);
   EXPECT_GE(Attainment(kv), 0.95);
+  double best_fixed = 0;
+  for (const LevelInfo& l : manifest_.manifest.levels) {
+    const auto fixed = Run("drop10x", "fixed-" + LevelName(l.level), 8);
+    if (Attainment(fixed) >= 0.95) best_fixed = std::max(best_fixed, Quality(fixed));
+  }
+  EXPECT_GT(best_fixed, 0);
+  EXPECT_GE(Quality(kv), best_fixed);
   const auto rule = Run("drop10x", "cachegen-rule", 8);
   EXPECT_GT(Attainment(kv), Attainment(rule));
 }

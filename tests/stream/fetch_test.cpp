@@ -89,9 +89,14 @@ TEST_F(FetchTest, TextChunksAreRecomputedWithTheReceiversModel) {
     void Begin(const FetchManifest&, double) override {}
     Level Choose(int chunk, double) override { return chunk % 2 == 0 ? kLevelText : kLevelFp16; }
     void Observe(const ChunkTelemetry&) override {}
+    void SetLinkPrior(const LinkPrior& p) override { prior = p; }
+    LinkPrior prior;
   } policy;
   auto result = receiver->Fetch("gpl", got.keys, got.values, 10.0, policy);
   ASSERT_TRUE(result.ok()) << result.status().ToString();
+  // The control connection's TCP_INFO reached the policy before the first chunk.
+  EXPECT_GT(policy.prior.rtt_s, 0);
+  EXPECT_EQ(policy.prior.rtt_s, result->link_prior.rtt_s);
   const Destination fp16 = LocalDecode(kv, kLevelFp16);
   double worst = 0;
   for (size_t i = 0; i < got.k.size(); ++i) {

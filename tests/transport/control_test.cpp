@@ -97,6 +97,20 @@ TEST(ControlPlane, HandshakeExchangesWorkerAddressesAndCarriesMessages) {
   EXPECT_EQ(server.connections[0]->peer_worker_address(), kClientAddress);
 }
 
+TEST(ControlPlane, ReadLinkInfoReportsTheSocketsRttUntilClosed) {
+  EchoServer server(Options());
+  auto client = ConnectControl("127.0.0.1", server.port(), Options(), kClientAddress);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_TRUE(RoundTrip(**client, "ctx-rtt"));
+  auto info = (*client)->ReadLinkInfo();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_GT(info->rtt_s, 0);
+  EXPECT_LT(info->rtt_s, 1.0);
+  (*client)->Close(Status::Cancelled("test"));
+  for (int i = 0; i < 100 && (*client)->is_open(); ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ((*client)->ReadLinkInfo().status().code(), StatusCode::kUnavailable);
+}
+
 TEST(ControlPlane, ModelAndProfileMismatchesAreRefusedNamingTheField) {
   EchoServer server(Options(1, 2));
   auto model = ConnectControl("127.0.0.1", server.port(), Options(5, 2), kClientAddress);

@@ -1,4 +1,4 @@
-// scheduler/tcp_info.cpp — the kernel's view of a TCP connection (Linux TCP_INFO) as a link prior.
+// transport/tcp_info.cpp — the kernel's view of a TCP connection (Linux TCP_INFO).
 #include <linux/tcp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "kvstream/scheduler.h"
+#include "kvstream/transport.h"
 
 namespace kvstream {
 
@@ -24,6 +24,7 @@ Result<TcpLinkInfo> ReadTcpLinkInfo(int fd) {
   // Older kernels return a shorter struct; fields past `length` were not filled.
   if (length >= offsetof(struct tcp_info, tcpi_delivery_rate) + sizeof(info.tcpi_delivery_rate)) {
     out.delivery_rate_bps = static_cast<double>(info.tcpi_delivery_rate) * 8.0;
+    out.app_limited = info.tcpi_delivery_rate_app_limited != 0;
   }
   if (length >= offsetof(struct tcp_info, tcpi_min_rtt) + sizeof(info.tcpi_min_rtt)) {
     out.min_rtt_s = info.tcpi_min_rtt * 1e-6;
