@@ -2,6 +2,7 @@
 #include "bench/codec_transform.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 namespace kvstream::bench {
@@ -9,8 +10,13 @@ namespace {
 
 class CodecTransform final : public KvTransform {
  public:
-  CodecTransform(const BaselineCodec& codec, int chunk_tokens) : codec_(codec), chunk_tokens_(chunk_tokens) {}
-  std::string name() const override { return codec_.method() + "/" + LevelName(codec_.level()); }
+  CodecTransform(std::shared_ptr<const BaselineCodec> codec, int chunk_tokens)
+      : owned_(std::move(codec)), codec_(*owned_), chunk_tokens_(chunk_tokens) {}
+  // "int8", "zstd-3", "cachegen-ref-L3", "kvstream-L3": the level only where the method has several.
+  std::string name() const override {
+    const bool one_level = !IsLossyLevel(codec_.level()) && codec_.method() != "kvstream";
+    return one_level ? codec_.method() : codec_.method() + "-" + LevelName(codec_.level());
+  }
 
   Result<double> Apply(KvCache& cache) const override {
     if (chunk_tokens_ < 1) return Status::InvalidArgument("chunk_tokens = " + std::to_string(chunk_tokens_));
@@ -31,6 +37,7 @@ class CodecTransform final : public KvTransform {
   }
 
  private:
+  std::shared_ptr<const BaselineCodec> owned_;  // empty when the caller keeps the codec alive
   const BaselineCodec& codec_;
   int chunk_tokens_;
 };
@@ -38,7 +45,13 @@ class CodecTransform final : public KvTransform {
 }  // namespace
 
 std::unique_ptr<KvTransform> MakeCodecTransform(const BaselineCodec& codec, int chunk_tokens) {
-  return std::make_unique<CodecTransform>(codec, chunk_tokens);
+  // Aliasing constructor: points at the caller's codec without owning it.
+  return std::make_unique<CodecTransform>(std::shared_ptr<const BaselineCodec>(std::shared_ptr<void>(), &codec),
+                                          chunk_tokens);
+}
+
+std::unique_ptr<KvTransform> MakeCodecTransform(std::unique_ptr<const BaselineCodec> codec, int chunk_tokens) {
+  return std::make_unique<CodecTransform>(std::shared_ptr<const BaselineCodec>(std::move(codec)), chunk_tokens);
 }
 
 }  // namespace kvstream::bench

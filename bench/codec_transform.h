@@ -12,5 +12,7 @@ namespace kvstream::bench {
 
 // `codec` must outlive the transform. chunk_tokens >= 1.
 std::unique_ptr<KvTransform> MakeCodecTransform(const BaselineCodec& codec, int chunk_tokens);
+// The same, owning the codec.
+std::unique_ptr<KvTransform> MakeCodecTransform(std::unique_ptr<const BaselineCodec> codec, int chunk_tokens);
 
 }  // namespace kvstream::bench

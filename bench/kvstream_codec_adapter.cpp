@@ -56,13 +56,17 @@ class KvstreamLevelCodec final : public BaselineCodec {
 std::vector<std::unique_ptr<BaselineCodec>> LevelCodecs(Profile profile) {
   auto shared = std::make_shared<const Profile>(std::move(profile));
   std::vector<std::unique_ptr<BaselineCodec>> codecs;
-  for (const LevelSpec& spec : shared->ladder()) codecs.push_back(std::make_unique<KvstreamLevelCodec>(shared, spec.level));
-  codecs.push_back(std::make_unique<KvstreamLevelCodec>(shared, kLevelInt8));
-  codecs.push_back(std::make_unique<KvstreamLevelCodec>(shared, kLevelFp16));
+  for (const LevelSpec& spec : shared->ladder()) codecs.push_back(MakeKvstreamLevelCodec(shared, spec.level));
+  codecs.push_back(MakeKvstreamLevelCodec(shared, kLevelInt8));
+  codecs.push_back(MakeKvstreamLevelCodec(shared, kLevelFp16));
   return codecs;
 }
 
 }  // namespace
+
+std::unique_ptr<BaselineCodec> MakeKvstreamLevelCodec(std::shared_ptr<const Profile> profile, Level level) {
+  return std::make_unique<KvstreamLevelCodec>(std::move(profile), level);
+}
 
 CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t offset, const std::string& profile_path,
                                   const CodecBenchOptions& options) {

@@ -3,9 +3,11 @@
 // of text that the evaluated context does not contain, plus the int8 and fp16 passthrough levels.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "bench/codec_bench.h"
+#include "kvstream/profile.h"
 
 namespace kvstream::bench {
 
@@ -13,6 +15,9 @@ namespace kvstream::bench {
 // model); otherwise learned here: tokens [offset, offset + 2048) of `calibration_text` (fewer if the
 // model's context is shorter; offset < 0: right after the benchmark's context and continuation) are
 // prefilled after a BOS and their KV trains it.
+// One level of kvstream's codec as a BaselineCodec; `profile` null: every chunk carries its own tables.
+std::unique_ptr<BaselineCodec> MakeKvstreamLevelCodec(std::shared_ptr<const Profile> profile, Level level);
+
 CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t offset, const std::string& profile_path,
                                   const CodecBenchOptions& options);
 

@@ -6,7 +6,8 @@
 #include "kvstream/profile.h"
 #include "kvstream/quality.h"
 #include "tools/codec_files.h"
-#include "tools/codec_level_transform.h"
+#include "bench/codec_transform.h"
+#include "bench/kvstream_codec_adapter.h"
 #include "tools/kv_methods.h"
 
 namespace kvstream::cli {
@@ -67,17 +68,18 @@ Status RunProfile(const Args& args) {
                   r.ppl_delta_pct, r.kl_mean);
     }
   }
-  const Profile learned = profile;  // `profile` gains each level's quality (and a new hash) as we go
-  for (const LevelSpec& spec : learned.ladder()) {
-    CodecLevelTransform with(spec.level, &learned, static_cast<int>(chunk_tokens));
-    CodecLevelTransform without(spec.level, nullptr, static_cast<int>(chunk_tokens));
+  // `profile` gains each level's quality (and a new hash) as we go; chunks are coded with the learned one.
+  const auto learned = std::make_shared<const Profile>(profile);
+  for (const LevelSpec& spec : learned->ladder()) {
+    const auto with = bench::MakeCodecTransform(bench::MakeKvstreamLevelCodec(learned, spec.level), static_cast<int>(chunk_tokens));
+    const auto without = bench::MakeCodecTransform(bench::MakeKvstreamLevelCodec(nullptr, spec.level), static_cast<int>(chunk_tokens));
     KvCache a = meter.context_cache(), b = meter.context_cache();
-    KVSTREAM_ASSIGN_OR_RETURN(double bits, with.Apply(a));
-    KVSTREAM_ASSIGN_OR_RETURN(double own_bits, without.Apply(b));
+    KVSTREAM_ASSIGN_OR_RETURN(double bits, with->Apply(a));
+    KVSTREAM_ASSIGN_OR_RETURN(double own_bits, without->Apply(b));
     LevelQuality q;
     q.bits_per_value = bits;
     if (measure) {
-      KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(with));
+      KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(*with));
       q.top1_agreement = r.top1_agreement;
       q.ppl_delta_pct = r.ppl_delta_pct;
       q.kl_mean = r.kl_mean;

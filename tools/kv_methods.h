@@ -17,7 +17,8 @@
 
 #include "kvstream/model.h"
 #include "kvstream/quality.h"
-#include "tools/codec_level_transform.h"
+#include "bench/codec_transform.h"
+#include "bench/kvstream_codec_adapter.h"
 #include "tools/command.h"
 
 namespace kvstream::cli {
@@ -41,7 +42,7 @@ inline std::vector<KvMethod> BuildKvMethods() {
     methods.push_back({"kvstream-" + LevelName(level),
                        "kvstream codec level " + LevelName(level) + ", in-chunk tables, 256-token chunks",
                        [level](const Model&) -> Result<std::unique_ptr<KvTransform>> {
-                         return std::unique_ptr<KvTransform>(new CodecLevelTransform(level, nullptr, 256));
+                         return bench::MakeCodecTransform(bench::MakeKvstreamLevelCodec(nullptr, level), 256);
                        }});
   }
   return methods;
