@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "kvstream/scheduler.h"
+#include "tools/codec_files.h"
 #include "tools/kv_methods.h"
 #include "tools/stream_cli.h"
 
@@ -44,6 +45,10 @@ Status RunFetch(const Args& args) {
   options.model = model.get();
   if (args.Has("secret-file")) {
     KVSTREAM_ASSIGN_OR_RETURN(options.control.secret, ReadSecretFile(args.GetString("secret-file")));
+  }
+  if (args.Has("profile")) {
+    KVSTREAM_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(args.GetString("profile")));
+    options.profile = std::make_shared<const Profile>(std::move(profile));
   }
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Receiver> receiver, Receiver::Connect(host_port.first, host_port.second, options));
   KVSTREAM_ASSIGN_OR_RETURN(ManifestReply manifest, receiver->GetManifest(context));
@@ -111,7 +116,7 @@ KVSTREAM_REGISTER_COMMAND(fetch, {
     "fetch",
     "decode node: fetch a context's KV from kvstream serve, optionally measuring its quality",
     "usage: kvstream fetch --connect HOST:PORT --context ID [--level L | --policy P] [--deadline-ms D]\n"
-    "                      [--inflight N] [--secret-file F] [--verify --model M [--text FILE]]\n\n"
+    "                      [--inflight N] [--secret-file F] [--profile P] [--verify --model M [--text FILE]]\n\n"
     "  --connect HOST:PORT   the server's control-plane address (required)\n"
     "  --context ID          context id (kvstream serve numbers its windows 0..N-1) (required)\n"
     "  --level L             every chunk at one level: fp16, int8, text, L<n> (default: --policy)\n"
@@ -120,6 +125,8 @@ KVSTREAM_REGISTER_COMMAND(fetch, {
     "  --deadline-ms D       deadline handed to the policy (default 1000)\n"
     "  --inflight N          chunks requested ahead of decoding; 1 disables pipelining (default 2)\n"
     "  --secret-file F       shared secret, when the server requires one\n"
+    "  --profile P           the codec profile the server encodes with (its --profile; the handshake refuses\n"
+    "                        a different one)\n"
     "  --model M             model for text recompute and --verify (default none)\n"
     "  --verify              score the continuation of the context with the fetched KV (needs --model, and\n"
     "                        the server's --text)\n"
@@ -130,7 +137,7 @@ KVSTREAM_REGISTER_COMMAND(fetch, {
     "                        deadline_met (instead of the table)\n"
     "  --tokenizer PATH, --threads N   as for the other model commands",
     {"connect", "context", "level", "policy", "deadline-ms", "inflight", "secret-file", "model", "text", "eval-tokens",
-     "repeat", "tokenizer", "threads"},
+     "repeat", "tokenizer", "threads", "profile"},
     {"verify", "json"},
     RunFetch,
 });

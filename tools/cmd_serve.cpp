@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tools/codec_files.h"
 #include "tools/kv_methods.h"
 #include "tools/stream_cli.h"
 
@@ -38,6 +39,15 @@ Status RunServe(const Args& args) {
   options.chunk_tokens = static_cast<int>(chunk_tokens);
   options.cache_bytes = static_cast<uint64_t>(cache_mb) << 20;
   options.control.model_hash = ModelHash(model->config());
+  if (args.Has("profile")) {
+    KVSTREAM_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(args.GetString("profile")));
+    if (profile.layers() != model->config().n_layers || profile.channels() != model->config().kv_dim()) {
+      return Status::InvalidArgument("--profile " + args.GetString("profile") + " is for " + std::to_string(profile.layers()) +
+                                     " layers x " + std::to_string(profile.channels()) + " channels, the model has " +
+                                     std::to_string(model->config().n_layers) + " x " + std::to_string(model->config().kv_dim()));
+    }
+    options.profile = std::make_shared<const Profile>(std::move(profile));
+  }
   if (args.Has("levels")) {
     std::stringstream list(args.GetString("levels"));
     std::string item;
@@ -70,6 +80,7 @@ Status RunServe(const Args& args) {
               model->config().name.c_str(), host_port.first.c_str(), sender->port(),
               static_cast<unsigned long long>(options.control.model_hash),
               options.control.secret.empty() ? "" : ", shared secret required");
+  if (options.profile) std::printf("codec profile %s: fetchers need the same file (kvstream fetch --profile)\n", HashHex(options.profile->hash()).c_str());
   std::fflush(stdout);
 
   g_stop.store(false);
@@ -96,7 +107,7 @@ KVSTREAM_REGISTER_COMMAND(serve, {
     "prefill node: serve the KV cache of a text's windows to kvstream fetch",
     "usage: kvstream serve --listen HOST:PORT --model M [--text FILE] [--contexts N] [--tokens T]\n"
     "                      [--chunk-tokens C] [--secret-file F] [--levels LIST] [--cache-mb MB]\n"
-    "                      [--duration-s S]\n\n"
+    "                      [--duration-s S] [--profile P]\n\n"
     "Context \"i\" is the KV of tokens [i*T, (i+1)*T) of the tokenized text. Each chunk is offered at fp16,\n"
     "int8, every lossy level of the codec and text (token ids, recomputed by the fetcher's model).\n\n"
     "  --listen HOST:PORT    control-plane address (required; port 0 picks a free one, printed)\n"
@@ -109,11 +120,14 @@ KVSTREAM_REGISTER_COMMAND(serve, {
     "  --levels LIST         levels offered, comma-separated (default: fp16, int8, every lossy level, text)\n"
     "  --cache-mb MB         encoded chunks kept in memory; the rest re-encode on demand (default 512)\n"
     "  --duration-s S        stop after S seconds (default 0 = until SIGINT/SIGTERM)\n"
+    "  --profile P           codec profile (kvstream profile) the lossy levels are encoded with; fetchers must\n"
+    "                        hold the same one, and its measured qualities are advertised to their policies\n"
+    "                        (default none: every chunk carries its own tables, qualities unknown)\n"
     "  --tokenizer PATH      tokenizer overriding the one found with the model\n"
     "  --threads N           forward-pass threads (default 0 = all cores)\n\n"
     "The data plane is UCX: UCX_TLS, UCX_NET_DEVICES, UCX_RNDV_THRESH, ... apply (docs/transport.md).",
     {"listen", "model", "text", "contexts", "tokens", "chunk-tokens", "secret-file", "levels", "cache-mb", "duration-s",
-     "tokenizer", "threads"},
+     "tokenizer", "threads", "profile"},
     {},
     RunServe,
 });

@@ -75,6 +75,71 @@ TEST_F(FetchTest, EveryKvLevelMatchesALocalDecodePipelinedOrNot) {
   }
 }
 
+// A sender with a codec profile: its lossy chunks are smaller than with in-chunk tables, the manifest
+// carries the profile's measured quality, a receiver holding the profile gets exactly a local decode with
+// it, one without it is told which profile the chunk needs, and one with another profile is refused.
+TEST_F(FetchTest, WithAProfileLevelsAreSmallerAdvertiseTheirQualityAndNeedTheProfile) {
+  const RealKv& kv = StoriesKv();
+  auto build = [&](int max_tables) {
+    ProfileOptions po;
+    po.model = "stories260K";
+    po.max_tables = max_tables;
+    ProfileBuilder builder(po);
+    EXPECT_TRUE(builder.AddSample(SliceTokens(kv.cache.keys(), 0, 128), SliceTokens(kv.cache.values(), 0, 128)).ok());
+    auto p = builder.Build();
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return std::move(p).value();
+  };
+  LevelQuality measured;
+  measured.top1_agreement = 0.875;
+  auto with_quality = build(64).WithQuality(3, measured);
+  ASSERT_TRUE(with_quality.ok()) << with_quality.status().ToString();
+  const auto profile = std::make_shared<const Profile>(std::move(*with_quality));
+
+  SenderOptions so = TestSenderOptions();
+  so.profile = profile;
+  auto sender = Sender::Start(so);
+  ASSERT_TRUE(sender.ok()) << sender.status().ToString();
+  ASSERT_TRUE((*sender)->Register("gpl", SpecOf(kv)).ok());
+  ReceiverOptions ro = TestReceiverOptions();
+  ro.profile = profile;
+  auto receiver = Receiver::Connect("127.0.0.1", (*sender)->port(), ro);
+  ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
+  auto manifest = (*receiver)->GetManifest("gpl");
+  auto own_tables = Connect()->GetManifest("gpl");
+  ASSERT_TRUE(manifest.ok() && own_tables.ok());
+  int l3 = -1;
+  for (size_t i = 0; i < manifest->manifest.levels.size(); ++i) {
+    if (manifest->manifest.levels[i].level == 3) l3 = static_cast<int>(i);
+  }
+  ASSERT_GE(l3, 0);
+  EXPECT_EQ(manifest->manifest.levels[l3].quality, 0.875);
+  uint64_t with_profile = 0, in_chunk = 0;
+  for (int c = 0; c < manifest->manifest.num_chunks; ++c) {
+    with_profile += manifest->manifest.bytes[c][l3];
+    in_chunk += own_tables->manifest.bytes[c][l3];
+  }
+  EXPECT_LT(with_profile, in_chunk);
+
+  Destination got(kv);
+  FixedLevelPolicy policy(3);
+  auto result = (*receiver)->Fetch("gpl", got.keys, got.values, 10.0, policy);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_TRUE(SameBytes(got, LocalDecode(kv, 3, profile.get())));
+
+  auto without = Receiver::Connect("127.0.0.1", (*sender)->port(), TestReceiverOptions());
+  ASSERT_TRUE(without.ok()) << without.status().ToString();
+  auto refused = (*without)->Fetch("gpl", got.keys, got.values, 10.0, policy);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("needs profile"), std::string::npos) << refused.status().ToString();
+
+  ReceiverOptions other = TestReceiverOptions();
+  other.profile = std::make_shared<const Profile>(build(8));
+  auto mismatched = Receiver::Connect("127.0.0.1", (*sender)->port(), other);
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_EQ(mismatched.status().code(), StatusCode::kInvalidArgument) << mismatched.status().ToString();
+}
+
 TEST_F(FetchTest, TextChunksAreRecomputedWithTheReceiversModel) {
   const RealKv& kv = StoriesKv();
   ReceiverOptions options = TestReceiverOptions();

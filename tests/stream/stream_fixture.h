@@ -61,7 +61,7 @@ struct Destination {
 };
 
 // What a local encode + decode at `level` gives, chunk by chunk: the bytes a fetch must reproduce.
-inline Destination LocalDecode(const RealKv& kv, Level level) {
+inline Destination LocalDecode(const RealKv& kv, Level level, const Profile* profile = nullptr) {
   Destination d(kv);
   const ContextSpec spec = SpecOf(kv);
   for (int64_t begin = 0; begin < kv.cache.tokens; begin += kChunkTokens) {
@@ -78,9 +78,12 @@ inline Destination LocalDecode(const RealKv& kv, Level level) {
     in.token_begin = begin;
     EncodeOptions eo;
     eo.level = level;
+    eo.profile = profile;
     auto bytes = EncodeChunk(in, eo);
     EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
-    Status st = DecodeChunk(bytes->data(), bytes->size(), {}, slice(d.keys), slice(d.values));
+    DecodeOptions dopt;
+    dopt.profile = profile;
+    Status st = DecodeChunk(bytes->data(), bytes->size(), dopt, slice(d.keys), slice(d.values));
     EXPECT_TRUE(st.ok()) << st.ToString();
   }
   return d;
