@@ -71,6 +71,10 @@ int FetchChild(const cluster::NetnsLink& link, const RealKv& kv, int port, int o
   KvstreamPolicyOptions policy_options;
   policy_options.prior_bandwidth_bps = kRateBps;
   policy_options.min_sample_bytes = 2048;  // stories260K's chunks are small
+  // Trusting the estimate, the policy starts with large chunks, so its reaction to the fall shows in the
+  // levels. (With the default drop_factor it starts small and upgrades as slack builds up; that planning
+  // is covered by the simulator tests in tests/scheduler.)
+  policy_options.drop_factor = 1;
   auto policy = MakeKvstreamPolicy(policy_options);
   Destination dest(kv.cache.layers, kTokens, kv.cache.kv_dim);
   auto result = (*receiver)->Fetch("ctx", dest.keys, dest.values, kDeadlineS, *policy);
