@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <future>
@@ -38,6 +39,8 @@ struct AmHeader {
 };
 
 using Clock = std::chrono::steady_clock;
+// How long a destroyed DataPlane waits for UCX to finish or fail the receives it still holds.
+constexpr auto kTeardownDrain = std::chrono::seconds(2);
 
 ucs_memory_type_t ToUcx(Device device) {
   return device == Device::kCuda ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
@@ -118,6 +121,9 @@ struct DataPlane::Impl {
   std::unordered_map<uint64_t, std::shared_ptr<PostedReceive>> posted;
   std::unordered_map<uint64_t, std::shared_ptr<PostedReceive>> active;
   std::atomic<uint64_t> sends_pending{0};
+  // Receive requests UCX still holds (rendezvous data being pulled). A receive whose callback was already
+  // failed by Shutdown can still be one: the worker must not be destroyed under it.
+  std::atomic<int> ucx_receives_in_flight{0};
 
   ~Impl() { Shutdown(); }
 
@@ -327,6 +333,8 @@ struct DataPlane::Impl {
     if (request == nullptr || UCS_PTR_IS_ERR(request)) {
       delete static_cast<std::pair<Impl*, uint64_t>*>(p.user_data);
       impl->FinishReceive(recv, request == nullptr ? UCS_OK : UCS_PTR_STATUS(request), length);
+    } else {
+      impl->ucx_receives_in_flight.fetch_add(1);
     }
     return UCS_INPROGRESS;
   }
@@ -348,6 +356,7 @@ struct DataPlane::Impl {
     }
     delete ctx;
     ucp_request_free(request);
+    impl->ucx_receives_in_flight.fetch_sub(1);
     if (recv) impl->FinishReceive(recv, status, length);
   }
 
@@ -403,18 +412,35 @@ DataPlane::DataPlane(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DataPlane::~DataPlane() {
   if (!impl_) return;
   impl_->Shutdown();
+  bool destroy = true;
   if (impl_->worker) {
-    // UCX 1.13 asserts in ucp_worker_destroy when an endpoint (often one UCX made for a peer that
-    // connected moments ago) still has wire-up messages queued. Progressing briefly lets them leave;
-    // the bound keeps a dead peer from holding the destructor.
-    const auto limit = Clock::now() + std::chrono::milliseconds(100);
-    auto last_activity = Clock::now();
-    while (Clock::now() < limit && Clock::now() - last_activity < std::chrono::milliseconds(20)) {
+    // UCX 1.13 asserts in ucp_worker_destroy when an endpoint still has requests: wire-up messages
+    // queued on an endpoint UCX made for a peer that connected moments ago, or the rendezvous of a
+    // receive whose sender just died (UCX fails it once it notices the closed connection). Progress
+    // until those are gone, within bounds, so that a dead peer cannot hold the destructor.
+    const auto start = Clock::now();
+    auto last_activity = start;
+    while (true) {
+      const auto now = Clock::now();
+      const bool receives_left = impl_->ucx_receives_in_flight.load() > 0;
+      if (receives_left ? now - start >= kTeardownDrain
+                        : (now - last_activity >= std::chrono::milliseconds(20) || now - start >= std::chrono::milliseconds(100))) {
+        break;
+      }
       if (ucp_worker_progress(impl_->worker) != 0) last_activity = Clock::now();
     }
-    ucp_worker_destroy(impl_->worker);
+    // A peer that holds a rendezvous open and neither completes nor fails it: destroying the worker now
+    // would abort the process inside UCX, so the worker and its context are left to the process's exit.
+    if (impl_->ucx_receives_in_flight.load() > 0) {
+      std::fprintf(stderr, "kvstream data plane: %d receive(s) still held by UCX after %lld ms; leaving the UCX worker "
+                   "undestroyed rather than aborting\n", impl_->ucx_receives_in_flight.load(),
+                   static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(kTeardownDrain).count()));
+      destroy = false;
+    } else {
+      ucp_worker_destroy(impl_->worker);
+    }
   }
-  if (impl_->context) ucp_cleanup(impl_->context);
+  if (impl_->context && destroy) ucp_cleanup(impl_->context);
   if (impl_->wake_fd >= 0) ::close(impl_->wake_fd);
   impl_->worker = nullptr;
   impl_->context = nullptr;
