@@ -73,7 +73,8 @@ bool ReadAll(int fd, void* data, size_t size, int timeout_ms) {
 }
 
 // The receiving process of OurThroughput: keeps `window` receives posted (ids 0..total-1 in order, each
-// re-posted as its predecessor completes) and reports every completion on `progress_fd`.
+// re-posted as its predecessor completes) and reports completions on `progress_fd`, every window/4 of
+// them and the last, so that the harness's own pipe and wakeups stay small next to the data plane's work.
 [[noreturn]] void ThroughputReceiver(uint64_t size, int total, int window, int address_fd, int progress_fd) {
   int code = 1;
   {
@@ -92,7 +93,9 @@ bool ReadAll(int fd, void* data, size_t size, int timeout_ms) {
           std::lock_guard lock(mu);
           failed |= !st.ok();
           const uint64_t done = static_cast<uint64_t>(++received);
-          WriteAll(progress_fd, &done, sizeof done);
+          if (done % std::max(1, window / 4) == 0 || done == static_cast<uint64_t>(total) || !st.ok()) {
+            WriteAll(progress_fd, &done, sizeof done);
+          }
           cv.notify_all();
         });
         if (!s.ok()) {
@@ -146,6 +149,7 @@ Result<double> OurThroughput(uint64_t size, int iters, int window) {
   if (!ReadAll(address_pipe[0], address.data(), length, 10000)) return finish(Status::Unavailable("truncated worker address"));
 
   double seconds = 0;
+  uint64_t measured = 0;
   Status status = [&]() -> Status {
     KVSTREAM_ASSIGN_OR_RETURN(auto sender, DataPlane::Create());
     KVSTREAM_ASSIGN_OR_RETURN(PeerId peer, sender->Connect(address));
@@ -156,12 +160,17 @@ Result<double> OurThroughput(uint64_t size, int iters, int window) {
     int outstanding = 0;
     Status failure;
     Clock::time_point t_warm, t_end;
+    uint64_t measured_from = 0;
     std::thread reader([&] {
       uint64_t done = 0;
       while (ReadAll(progress_pipe[0], &done, sizeof done, 60000)) {
         std::lock_guard lock(mu);
+        // Reports come in steps: the first one at or past the warm-up starts the clock.
+        if (received < static_cast<uint64_t>(warmup) && done >= static_cast<uint64_t>(warmup)) {
+          t_warm = Clock::now();
+          measured_from = done;
+        }
         received = done;
-        if (done == static_cast<uint64_t>(warmup)) t_warm = Clock::now();
         if (done == static_cast<uint64_t>(total)) t_end = Clock::now();
         cv.notify_all();
         if (done == static_cast<uint64_t>(total)) break;
@@ -196,18 +205,22 @@ Result<double> OurThroughput(uint64_t size, int iters, int window) {
     }
     reader.join();
     seconds = std::chrono::duration<double>(t_end - t_warm).count();
+    measured = static_cast<uint64_t>(total) - measured_from;
     return failure;
   }();
   status = finish(status);
   KVSTREAM_RETURN_IF_ERROR(status);
-  return 8.0 * static_cast<double>(size) * iters / seconds / 1e9;
+  return 8.0 * static_cast<double>(size) * static_cast<double>(measured) / seconds / 1e9;
 }
 
 // ucx_perftest ucp_am_bw between two processes on loopback; returns Gbit/s ("overall" bandwidth).
-Result<double> PerftestThroughput(uint64_t size, int iters, int window, int port) {
-  const std::vector<std::string> common = {"-t", "ucp_am_bw", "-s", std::to_string(size), "-n", std::to_string(iters),
-                                           "-w", std::to_string(std::max(window, iters / 10)), "-O", std::to_string(window),
-                                           "-p", std::to_string(port)};
+// `peer_errors`: endpoints with peer error handling (-e), as our DataPlane creates them. UCX 1.13's
+// shared-memory transports have no peer failure handler, so with it both sides use tcp on loopback.
+Result<double> PerftestThroughput(uint64_t size, int iters, int window, int port, bool peer_errors) {
+  std::vector<std::string> common = {"-t", "ucp_am_bw", "-s", std::to_string(size), "-n", std::to_string(iters),
+                                     "-w", std::to_string(std::max(window, iters / 10)), "-O", std::to_string(window),
+                                     "-p", std::to_string(port)};
+  if (peer_errors) common.push_back("-e");
   std::vector<std::string> server_argv = {"ucx_perftest"};
   server_argv.insert(server_argv.end(), common.begin(), common.end());
   KVSTREAM_ASSIGN_OR_RETURN(Child server, Spawn(server_argv, {}));
@@ -303,8 +316,10 @@ Status RunBenchTransport(const Args& args) {
   KVSTREAM_ASSIGN_OR_RETURN(int64_t window, args.GetInt("window", 16));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t total_mb, args.GetInt("total-mb", 512));
   KVSTREAM_ASSIGN_OR_RETURN(double link_gbps, args.GetDouble("link-gbps", 1.0));
-  if (window < 1 || window > 1024 || total_mb < 1 || total_mb > (1 << 16) || !(link_gbps > 0)) {
-    return Status::InvalidArgument("--window must be 1..1024, --total-mb 1..65536, --link-gbps positive");
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t repetitions, args.GetInt("repetitions", 3));
+  if (window < 1 || window > 1024 || total_mb < 1 || total_mb > (1 << 16) || !(link_gbps > 0) || repetitions < 1 ||
+      repetitions > 99) {
+    return Status::InvalidArgument("--window must be 1..1024, --total-mb 1..65536, --link-gbps positive, --repetitions 1..99");
   }
   std::vector<uint64_t> sizes = {uint64_t{64} << 10, uint64_t{1} << 20, uint64_t{4} << 20};
   if (args.Has("sizes")) {
@@ -318,18 +333,37 @@ Status RunBenchTransport(const Args& args) {
     }
   }
   if (!args.Has("skip-raw")) {
-    if (!json) std::printf("%-10s %12s %12s %18s %8s\n", "kind", "msg_bytes", "gbps_ours", "gbps_ucx_perftest", "ratio");
+    if (!json) {
+      std::printf("%-10s %12s %12s %18s %8s %21s\n", "kind", "msg_bytes", "gbps_ours", "gbps_ucx_perftest", "ratio",
+                  "gbps_perftest_no_err");
+    }
     int port = 13400 + ::getpid() % 500;
+    // The median of `repetitions` runs of each, interleaved, so that a burst of load elsewhere on the
+    // machine hits both sides alike.
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
     for (uint64_t size : sizes) {
       const int iters = static_cast<int>(std::max<uint64_t>(64, (static_cast<uint64_t>(total_mb) << 20) / size));
-      KVSTREAM_ASSIGN_OR_RETURN(double ours, OurThroughput(size, iters, static_cast<int>(window)));
-      KVSTREAM_ASSIGN_OR_RETURN(double theirs, PerftestThroughput(size, iters, static_cast<int>(window), port++));
+      std::vector<double> ours, theirs, theirs_no_err;
+      for (int r = 0; r < repetitions; ++r) {
+        KVSTREAM_ASSIGN_OR_RETURN(double o, OurThroughput(size, iters, static_cast<int>(window)));
+        KVSTREAM_ASSIGN_OR_RETURN(double t, PerftestThroughput(size, iters, static_cast<int>(window), port++, true));
+        KVSTREAM_ASSIGN_OR_RETURN(double u, PerftestThroughput(size, iters, static_cast<int>(window), port++, false));
+        ours.push_back(o);
+        theirs.push_back(t);
+        theirs_no_err.push_back(u);
+      }
+      const double o = median(ours), t = median(theirs), u = median(theirs_no_err);
       if (json) {
-        std::printf("{\"kind\": \"ucx_raw\", \"msg_bytes\": %llu, \"iters\": %d, \"window\": %lld, \"gbps_ours\": %.4f, "
-                    "\"gbps_ucx_perftest\": %.4f, \"ratio\": %.4f}\n",
-                    static_cast<unsigned long long>(size), iters, static_cast<long long>(window), ours, theirs, ours / theirs);
+        std::printf("{\"kind\": \"ucx_raw\", \"msg_bytes\": %llu, \"iters\": %d, \"window\": %lld, \"repetitions\": %lld, "
+                    "\"gbps_ours\": %.4f, \"gbps_ucx_perftest\": %.4f, \"ratio\": %.4f, \"gbps_ucx_perftest_no_err\": %.4f, "
+                    "\"ratio_no_err\": %.4f}\n",
+                    static_cast<unsigned long long>(size), iters, static_cast<long long>(window),
+                    static_cast<long long>(repetitions), o, t, o / t, u, o / u);
       } else {
-        std::printf("%-10s %12llu %12.3f %18.3f %8.3f\n", "ucx_raw", static_cast<unsigned long long>(size), ours, theirs, ours / theirs);
+        std::printf("%-10s %12llu %12.3f %18.3f %8.3f %21.3f\n", "ucx_raw", static_cast<unsigned long long>(size), o, t, o / t, u);
       }
       std::fflush(stdout);
     }
@@ -366,21 +400,26 @@ Status RunBenchTransport(const Args& args) {
 KVSTREAM_REGISTER_COMMAND(bench_transport, {
     "bench transport",
     "data plane vs ucx_perftest on loopback; KV-ready time over a shaped link",
-    "usage: kvstream bench transport [--json] [--sizes LIST] [--window N] [--total-mb MB] [--skip-raw]\n"
+    "usage: kvstream bench transport [--json] [--sizes LIST] [--window N] [--total-mb MB] [--repetitions R] [--skip-raw]\n"
     "                                [--skip-fetch] [--link-gbps G] [--model M] [--tokens T] [--levels LIST]\n\n"
-    "ucx_raw rows: our DataPlane and ucx_perftest (ucp_am_bw) move the same messages on this host.\n"
+    "ucx_raw rows: our DataPlane and ucx_perftest (ucp_am_bw) move the same messages on this host. The\n"
+    "baseline creates its endpoints with peer error handling (-e), as the DataPlane does (it must notice dead\n"
+    "peers); UCX 1.13's shared-memory transports cannot, so both run over tcp on loopback. The perftest without\n"
+    "error handling (shared memory) is reported beside it (gbps_ucx_perftest_no_err).\n"
     "fetch rows: a real context served from network namespace A, fetched in namespace B over a veth link\n"
     "shaped with tc tbf (needs root; namespaces are created and removed by the benchmark).\n\n"
-    "  --json          one JSON object per row: ucx_raw keys msg_bytes, gbps_ours, gbps_ucx_perftest, ratio;\n"
+    "  --json          one JSON object per row: ucx_raw keys msg_bytes, gbps_ours, gbps_ucx_perftest, ratio,\n"
+    "                  gbps_ucx_perftest_no_err, ratio_no_err (medians of --repetitions runs);\n"
     "                  fetch keys method, link_gbps, bytes, kv_ready_ms, pipelined\n"
     "  --sizes LIST    message sizes in bytes (default 65536,1048576,4194304)\n"
     "  --window N      outstanding messages, both sides (default 16)\n"
     "  --total-mb MB   bytes moved per size (default 512)\n"
+    "  --repetitions R runs of each side per size, interleaved; the median is reported (default 3)\n"
     "  --link-gbps G   shaped link rate (default 1)\n"
     "  --model M       model whose KV is fetched (default smollm2)\n"
     "  --tokens T      context tokens (default 4096)\n"
     "  --levels LIST   methods: fp16, int8 and lossy levels (default fp16,int8,1,2,3,4,5,6)",
-    {"sizes", "window", "total-mb", "link-gbps", "model", "tokens", "levels"},
+    {"sizes", "window", "total-mb", "repetitions", "link-gbps", "model", "tokens", "levels"},
     {"json", "skip-raw", "skip-fetch"},
     RunBenchTransport,
 });
