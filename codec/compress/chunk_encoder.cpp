@@ -16,6 +16,7 @@
 #include "codec/common/rans.h"
 #include "codec/compress/table_clustering.h"
 #include "common/half.h"
+#include "common/half_rows.h"
 #include "common/int8_row.h"
 #include "kvstream/codec.h"
 
@@ -42,7 +43,11 @@ void LoadRow(const TensorView& v, int64_t layer, int64_t token, float* out) {
     }
     case DType::kF16: {
       const uint16_t* p = static_cast<const uint16_t*>(v.data) + base;
-      for (int64_t c = 0; c < c_n; ++c) out[c] = HalfToFloat(p[c * cs]);
+      if (cs == 1) {
+        HalfRowToFloat(p, out, c_n);
+      } else {
+        for (int64_t c = 0; c < c_n; ++c) out[c] = HalfToFloat(p[c * cs]);
+      }
       break;
     }
     case DType::kBF16: {

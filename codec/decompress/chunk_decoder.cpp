@@ -5,11 +5,6 @@
 #include <string>
 #include <vector>
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#include <immintrin.h>
-#endif
-
 #include "codec/common/container_format.h"
 #include "codec/common/parallel.h"
 #include "codec/common/profile_data.h"
@@ -18,6 +13,7 @@
 #include "codec/common/table_bank.h"
 #include "codec/decompress/container_reader.h"
 #include "common/half.h"
+#include "common/half_rows.h"
 #include "common/int8_row.h"
 #include "kvstream/codec.h"
 
@@ -25,36 +21,6 @@ namespace kvstream {
 namespace {
 
 using codec::ByteReader;
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-// fp32 -> fp16 of a contiguous row with the F16C instruction (round to nearest even, as FloatToHalf; only
-// NaN payloads may differ). The scalar conversion was half of the decode time.
-__attribute__((target("avx,f16c"))) void RowToHalfF16c(const float* in, uint16_t* out, int64_t n) {
-  int64_t c = 0;
-  for (; c + 8 <= n; c += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + c), _MM_FROUND_TO_NEAREST_INT);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + c), h);
-  }
-  for (; c < n; ++c) out[c] = FloatToHalf(in[c]);
-}
-// CPUID.1:ECX bits 27 (OSXSAVE), 28 (AVX), 29 (F16C), and the OS saving YMM state (XCR0 bits 1-2).
-// (clang 14's __builtin_cpu_supports does not know "f16c".)
-bool HasF16c() {
-  static const bool has = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
-    const unsigned need = (1u << 27) | (1u << 28) | (1u << 29);
-    if ((c & need) != need) return false;
-    unsigned lo = 0, hi = 0;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return (lo & 6u) == 6u;
-  }();
-  return has;
-}
-#else
-void RowToHalfF16c(const float*, uint16_t*, int64_t) {}
-bool HasF16c() { return false; }
-#endif
 
 // Writes one [token] row of floats into a view, rounding once to its dtype.
 void StoreRow(const TensorView& v, int64_t layer, int64_t token, const float* row) {
@@ -69,8 +35,8 @@ void StoreRow(const TensorView& v, int64_t layer, int64_t token, const float* ro
     }
     case DType::kF16: {
       uint16_t* p = static_cast<uint16_t*>(v.data) + base;
-      if (cs == 1 && HasF16c()) {
-        RowToHalfF16c(row, p, c_n);
+      if (cs == 1) {
+        FloatRowToHalf(row, p, c_n);  // the scalar conversion was half of the decode time
       } else {
         for (int64_t c = 0; c < c_n; ++c) p[c * cs] = FloatToHalf(row[c]);
       }
