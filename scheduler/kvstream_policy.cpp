@@ -5,6 +5,8 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kvstream/scheduler.h"
 #include "scheduler/estimator.h"
@@ -102,10 +104,12 @@ class KvstreamPolicy final : public AdaptivePolicy {
     // inside the safety margin, then one that merely meets the deadline.
     const double estimate_bps = PlanningShareBps();
     const double margin_s = now_s + options_.safety * std::max(0.0, deadline_s_ - now_s);
+    std::vector<std::pair<double, double>> stages;  // bandwidth, ready-by
+    if (options_.drop_factor > 1) stages.emplace_back(estimate_bps / options_.drop_factor, margin_s);
+    stages.emplace_back(estimate_bps, margin_s);
+    stages.emplace_back(estimate_bps, deadline_s_);
     scheduler::Plan plan;
-    for (const auto& [bandwidth_bps, ready_by_s] :
-         {std::pair{estimate_bps / std::max(1.0, options_.drop_factor), margin_s}, std::pair{estimate_bps, margin_s},
-          std::pair{estimate_bps, deadline_s_}}) {
+    for (const auto& [bandwidth_bps, ready_by_s] : stages) {
       request.bandwidth_bps = bandwidth_bps;
       request.ready_by_s = ready_by_s;
       PredictInFlight(now_s, request);
