@@ -10,12 +10,13 @@ namespace {
 
 class CodecTransform final : public KvTransform {
  public:
+  // `codec` may be non-owning (an aliasing pointer to a codec the caller keeps alive).
   CodecTransform(std::shared_ptr<const BaselineCodec> codec, int chunk_tokens)
-      : owned_(std::move(codec)), codec_(*owned_), chunk_tokens_(chunk_tokens) {}
+      : codec_(std::move(codec)), chunk_tokens_(chunk_tokens) {}
   // "int8", "zstd-3", "cachegen-ref-L3", "kvstream-L3": the level only where the method has several.
   std::string name() const override {
-    const bool one_level = !IsLossyLevel(codec_.level()) && codec_.method() != "kvstream";
-    return one_level ? codec_.method() : codec_.method() + "-" + LevelName(codec_.level());
+    const bool one_level = !IsLossyLevel(codec_->level()) && codec_->method() != "kvstream";
+    return one_level ? codec_->method() : codec_->method() + "-" + LevelName(codec_->level());
   }
 
   Result<double> Apply(KvCache& cache) const override {
@@ -27,18 +28,17 @@ class CodecTransform final : public KvTransform {
       KvChunk16 chunk = ChunkFromCache(cache, t0, std::min(chunk_tokens_, cache.tokens - t0));
       bytes.clear();
       EncodeStats stats;
-      KVSTREAM_RETURN_IF_ERROR(codec_.Encode(chunk, &bytes, &stats));
+      KVSTREAM_RETURN_IF_ERROR(codec_->Encode(chunk, &bytes, &stats));
       bits += stats.charged_bits > 0 ? stats.charged_bits : 8.0 * static_cast<double>(bytes.size());
       values += chunk.values();
-      KVSTREAM_RETURN_IF_ERROR(codec_.Decode(bytes.data(), bytes.size(), &chunk));
+      KVSTREAM_RETURN_IF_ERROR(codec_->Decode(bytes.data(), bytes.size(), &chunk));
       ChunkToCache(chunk, t0, cache);
     }
     return values > 0 ? bits / static_cast<double>(values) : 0.0;
   }
 
  private:
-  std::shared_ptr<const BaselineCodec> owned_;  // empty when the caller keeps the codec alive
-  const BaselineCodec& codec_;
+  std::shared_ptr<const BaselineCodec> codec_;
   int chunk_tokens_;
 };
 

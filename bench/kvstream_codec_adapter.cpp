@@ -76,10 +76,8 @@ CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t o
       if (!pin) return Status::NotFound("cannot open profile " + profile_path);
       const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(pin)), std::istreambuf_iterator<char>());
       KVSTREAM_ASSIGN_OR_RETURN(Profile profile, Profile::Parse(bytes.data(), bytes.size()));
-      if (profile.layers() != model.config().n_layers || profile.channels() != model.config().kv_dim()) {
-        return Status::InvalidArgument("profile " + profile_path + " is for " + std::to_string(profile.layers()) +
-                                       " layers x " + std::to_string(profile.channels()) + " channels, not this model's");
-      }
+      KVSTREAM_RETURN_IF_ERROR(
+          profile.CheckShape(model.config().n_layers, model.config().kv_dim(), "the model").WithContext(profile_path));
       return LevelCodecs(std::move(profile));
     }
     std::ifstream in(calibration_text, std::ios::binary);

@@ -41,11 +41,9 @@ Status RunServe(const Args& args) {
   options.control.model_hash = ModelHash(model->config());
   if (args.Has("profile")) {
     KVSTREAM_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(args.GetString("profile")));
-    if (profile.layers() != model->config().n_layers || profile.channels() != model->config().kv_dim()) {
-      return Status::InvalidArgument("--profile " + args.GetString("profile") + " is for " + std::to_string(profile.layers()) +
-                                     " layers x " + std::to_string(profile.channels()) + " channels, the model has " +
-                                     std::to_string(model->config().n_layers) + " x " + std::to_string(model->config().kv_dim()));
-    }
+    // Before any prefill, rather than at the first chunk's encode.
+    KVSTREAM_RETURN_IF_ERROR(profile.CheckShape(model->config().n_layers, model->config().kv_dim(), "the model")
+                                 .WithContext("--profile " + args.GetString("profile")));
     options.profile = std::make_shared<const Profile>(std::move(profile));
   }
   if (args.Has("levels")) {

@@ -211,6 +211,12 @@ uint64_t Profile::hash() const { return data_->hash; }
 const std::string& Profile::model() const { return data_->model; }
 int Profile::layers() const { return data_->layers; }
 int Profile::channels() const { return data_->channels; }
+Status Profile::CheckShape(int64_t layers, int64_t channels, const std::string& what) const {
+  if (layers == data_->layers && channels == data_->channels) return Status::Ok();
+  return Status::InvalidArgument("profile '" + data_->model + "' is for " + std::to_string(data_->layers) + " layers x " +
+                                 std::to_string(data_->channels) + " channels, " + what + " has " + std::to_string(layers) +
+                                 " x " + std::to_string(channels));
+}
 const std::vector<LevelSpec>& Profile::ladder() const { return data_->ladder; }
 const std::vector<LevelQuality>& Profile::quality() const { return data_->quality; }
 

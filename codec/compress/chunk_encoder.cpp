@@ -333,11 +333,7 @@ Status ValidateInput(const ChunkInput& chunk, const EncodeOptions& options, cons
   const std::vector<LevelSpec>* ladder = nullptr;
   if (options.profile) {
     const Profile& p = *options.profile;
-    if (p.layers() != chunk.keys.layers() || p.channels() != chunk.keys.channels()) {
-      return Status::InvalidArgument("encode: profile '" + p.model() + "' is for " + std::to_string(p.layers()) +
-                                     " layers x " + std::to_string(p.channels()) + " channels, the chunk has " +
-                                     std::to_string(chunk.keys.layers()) + " x " + std::to_string(chunk.keys.channels()));
-    }
+    KVSTREAM_RETURN_IF_ERROR(p.CheckShape(chunk.keys.layers(), chunk.keys.channels(), "the chunk").WithContext("encode"));
     ladder = &p.ladder();
   } else {
     *default_ladder = DefaultLadder(static_cast<int>(chunk.keys.layers()));

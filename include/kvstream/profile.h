@@ -70,6 +70,9 @@ class Profile {
   const std::string& model() const;
   int layers() const;
   int channels() const;
+  // InvalidArgument naming both shapes unless KV of `layers` x `channels` (described by `what`, e.g. "the
+  // chunk") can be coded with this profile.
+  Status CheckShape(int64_t layers, int64_t channels, const std::string& what) const;
   // The lossy levels this profile serves, 1..levels().size(), in order.
   const std::vector<LevelSpec>& ladder() const;
   const std::vector<LevelQuality>& quality() const;  // [level - 1]
