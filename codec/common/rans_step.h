@@ -33,28 +33,27 @@ KVSTREAM_HD uint32_t RansDecodeSymbol(uint32_t& x, const uint32_t* slots) {
 
 KVSTREAM_HD bool RansNeedsWord(uint32_t x) { return x < kRansStateLow; }
 
-// Shifts a 16-bit word (read little-endian from the stream) into a state that fell below kRansStateLow.
-// One word always restores the invariant: after a step from x >= 2^16, x' >= 16, so x' << 16 >= 2^20.
-KVSTREAM_HD uint32_t RansShiftIn(uint32_t x, const uint8_t* word) {
-  return (x << 16) | static_cast<uint32_t>(word[0]) | (static_cast<uint32_t>(word[1]) << 8);
+// Renormalises a state that may have fallen below kRansStateLow by shifting in the 16-bit word (little-
+// endian) at pos, advancing pos past it; a state at or above kRansStateLow is left alone and pos too.
+// The caller guarantees two readable bytes at pos. One word always restores the invariant: after a step
+// from x >= 2^16, x' >= 16, so x' << 16 >= 2^20.
+// Branch-free: the word is needed at random (about bits-per-symbol / 16 of the time), so a branch would be
+// mispredicted often (measured: the branchy form decodes at half the speed).
+KVSTREAM_HD void RansRenormalise(uint32_t& x, const uint8_t*& pos) {
+  const uint32_t need = RansNeedsWord(x) ? 1u : 0u;
+  const uint32_t word = static_cast<uint32_t>(pos[0]) | (static_cast<uint32_t>(pos[1]) << 8);
+  x = (x << (16u * need)) | (word & (0u - need));
+  pos += 2u * need;
 }
 
 // One complete sequential step for one state: decode a symbol, then renormalise by reading at most one
 // word from [pos, end). Returns false, leaving pos unchanged, if a word was needed but fewer than two
 // bytes remain (a truncated or corrupt stream).
-// Branch-free on the renormalisation itself, which is taken at random (about bits-per-symbol / 16 of the
-// time); the only branches are the ones that are almost never taken.
 KVSTREAM_HD bool RansDecodeStep(uint32_t& x, const uint32_t* slots, const uint8_t*& pos, const uint8_t* end,
                                 uint8_t& symbol) {
   symbol = static_cast<uint8_t>(RansDecodeSymbol(x, slots));
-  const uint32_t need = RansNeedsWord(x) ? 1u : 0u;
-  if (end - pos < 2) [[unlikely]] {
-    if (need != 0) return false;
-    return true;
-  }
-  const uint32_t shifted = RansShiftIn(x, pos);
-  x = need != 0 ? shifted : x;
-  pos += 2 * need;
+  if (end - pos < 2) [[unlikely]] return !RansNeedsWord(x);
+  RansRenormalise(x, pos);
   return true;
 }
 

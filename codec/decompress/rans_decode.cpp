@@ -1,5 +1,6 @@
-// rANS decoder (format: docs/rans.md): validates the header, runs the AVX2 kernel over the bulk of the
-// stream when the CPU has it, and the scalar step (rans_step.h) over the rest, checking every read.
+// rANS decoder (format: docs/rans.md): validates the header, runs a group kernel over the bulk of the
+// stream (AVX2 when the CPU has it, else the portable one) and the checked scalar step (rans_step.h) over
+// the rest.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -15,21 +16,13 @@ namespace {
 
 constexpr size_t kLanes = kRansLanes;
 
-#if defined(__x86_64__) || defined(_M_X64)
-// Longest lane-position cycle (lcm(period, lanes)) the AVX2 kernel takes a table of offsets for.
+// Longest lane-position cycle (lcm(period, lanes)) the group kernels take a table of offsets for.
 constexpr size_t kMaxCycle = size_t{1} << 16;
-// Below this many groups the offset table costs more than the vector kernel saves.
-constexpr size_t kMinAvx2Groups = 8;
-
-bool Avx2Enabled() {
-  static const bool cpu_has_avx2 = __builtin_cpu_supports("avx2");
-  if (!cpu_has_avx2) return false;
-  const char* disable = std::getenv("KVSTREAM_DISABLE_AVX2");
-  return disable == nullptr || disable[0] == '\0' || std::strcmp(disable, "0") == 0;
-}
+// Below this many groups the offset table costs more than the group kernels save.
+constexpr size_t kMinKernelGroups = 8;
 
 // Byte offsets, from tables[0], of the table of each lane position over one cycle of groups. False when
-// some table is too far from tables[0] for the kernel's 32-bit gather offsets, or the cycle too long.
+// some table is too far from tables[0] for 32-bit offsets (the AVX2 gathers'), or the cycle too long.
 bool BuildLaneOffsets(const std::vector<const uint32_t*>& tables, std::vector<int32_t>* offsets,
                       size_t* cycle_groups) {
   const size_t period = tables.size();
@@ -46,7 +39,40 @@ bool BuildLaneOffsets(const std::vector<const uint32_t*>& tables, std::vector<in
   *cycle_groups = cycle / kLanes;
   return true;
 }
-#endif  // x86-64
+
+// The portable group kernel, with RansDecodeGroupsAvx2's contract (rans_decode_avx2.h): whole groups
+// while 2 * kLanes stream bytes remain, so that no step inside a group needs a bounds check.
+size_t DecodeGroupsPortable(uint32_t* state, const uint8_t*& pos, const uint8_t* end, const uint32_t* table_base,
+                            const int32_t* lane_offsets, size_t cycle_groups, size_t group, size_t group_end,
+                            uint8_t* out) {
+  const uint8_t* p = pos;
+  const auto* base = reinterpret_cast<const uint8_t*>(table_base);
+  size_t cycle = group % cycle_groups;
+  uint32_t x[kLanes];  // a local copy: the byte stores to out could alias state
+  std::memcpy(x, state, sizeof x);
+  while (group < group_end && end - p >= static_cast<ptrdiff_t>(2 * kLanes)) {
+    const int32_t* offsets = lane_offsets + cycle * kLanes;
+    uint8_t* o = out + group * kLanes;
+    for (size_t j = 0; j < kLanes; ++j) {
+      o[j] = static_cast<uint8_t>(RansDecodeSymbol(x[j], reinterpret_cast<const uint32_t*>(base + offsets[j])));
+      RansRenormalise(x[j], p);
+    }
+    ++group;
+    if (++cycle == cycle_groups) cycle = 0;
+  }
+  std::memcpy(state, x, sizeof x);
+  pos = p;
+  return group;
+}
+
+#if defined(__x86_64__) || defined(_M_X64)
+bool Avx2Enabled() {
+  static const bool cpu_has_avx2 = __builtin_cpu_supports("avx2");
+  if (!cpu_has_avx2) return false;
+  const char* disable = std::getenv("KVSTREAM_DISABLE_AVX2");
+  return disable == nullptr || disable[0] == '\0' || std::strcmp(disable, "0") == 0;
+}
+#endif
 
 }  // namespace
 
@@ -91,16 +117,16 @@ Status RansDecode(const uint8_t* data, size_t size, const RansModel* const* mode
   const uint8_t* const end = data + size;
 
   size_t i = 0;
-#if defined(__x86_64__) || defined(_M_X64)
   const size_t groups = n / kLanes;
-  if (groups >= kMinAvx2Groups && Avx2Enabled()) {
-    std::vector<int32_t> offsets;
-    size_t cycle_groups = 0;
-    if (BuildLaneOffsets(tables, &offsets, &cycle_groups)) {
-      i = kLanes * RansDecodeGroupsAvx2(state, pos, end, tables[0], offsets.data(), cycle_groups, 0, groups, out);
-    }
-  }
+  std::vector<int32_t> offsets;
+  size_t cycle_groups = 0;
+  if (groups >= kMinKernelGroups && BuildLaneOffsets(tables, &offsets, &cycle_groups)) {
+    auto* kernel = &DecodeGroupsPortable;
+#if defined(__x86_64__) || defined(_M_X64)
+    if (Avx2Enabled()) kernel = &RansDecodeGroupsAvx2;
 #endif
+    i = kLanes * kernel(state, pos, end, tables[0], offsets.data(), cycle_groups, 0, groups, out);
+  }
   for (size_t m = i % period; i < n; ++i) {
     if (!RansDecodeStep(state[i % kLanes], tables[m], pos, end, out[i])) [[unlikely]] {
       return Status::CorruptData("rANS stream: truncated, symbol " + std::to_string(i) + " of " +
