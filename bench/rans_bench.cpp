@@ -1,5 +1,6 @@
-// Google Benchmark microbenchmark of the rANS coder alone: encode, and decode through the AVX2 kernel
-// and the scalar step (the baseline, measured in the same run), on discretised Laplacian and Gaussian
+// Google Benchmark microbenchmark of the rANS coder alone: encode, and decode of one stream through the
+// AVX2 kernel and the portable one (the baseline, measured in the same run) and of two streams as a pair,
+// on discretised Laplacian and Gaussian
 // symbols with one table per channel, as the chunk codec uses it. Counters: symbols per second, coded
 // bytes per symbol, the ideal (model entropy) bytes per symbol and the overhead over it in percent.
 #include <benchmark/benchmark.h>
@@ -37,9 +38,9 @@ struct Workload {
   double ideal_bits = 0;
 };
 
-Workload Make(int dist, size_t period, size_t tokens, size_t tables) {
+Workload Make(int dist, size_t period, size_t tokens, size_t tables, uint32_t seed = 12345) {
   Workload w;
-  std::mt19937 rng(12345);
+  std::mt19937 rng(seed);
   w.symbols.resize(period * tokens);
   for (size_t i = 0; i < w.symbols.size(); ++i) {
     const double spread = 0.5 + 0.9 * static_cast<double>((i % period) % 8) / 7.0;
@@ -82,21 +83,34 @@ void BM_RansEncode(benchmark::State& state) {
   SetCounters(state, w);
 }
 
-// Args: distribution, period, tokens, distinct tables, path (0: AVX2 where the CPU has it, 1: scalar).
+// Args: distribution, period, tokens, distinct tables, path (0: one stream, AVX2 where the CPU has it;
+// 1: one stream, portable kernel; 2: two streams decoded as a pair, as the chunk decoder decodes a
+// layer's keys and values).
 void BM_RansDecode(benchmark::State& state) {
   const Workload w = Make(static_cast<int>(state.range(0)), state.range(1), state.range(2), state.range(3));
-  std::vector<uint8_t> out(w.symbols.size());
-  if (state.range(4) == 1) setenv("KVSTREAM_DISABLE_AVX2", "1", 1);
+  const int path = static_cast<int>(state.range(4));
+  // The pair's second stream has its own symbols and tables, like a layer's values beside its keys.
+  const Workload w2 = Make(static_cast<int>(state.range(0)), state.range(1), state.range(2), state.range(3), 54321);
+  std::vector<uint8_t> out(w.symbols.size()), second(w2.symbols.size());
+  if (path == 1) setenv("KVSTREAM_DISABLE_AVX2", "1", 1);
+  const RansDecodeJob a{w.stream.data(), w.stream.size(), w.ptrs.data(), w.ptrs.size(), out.data(), out.size()};
+  const RansDecodeJob b{w2.stream.data(), w2.stream.size(), w2.ptrs.data(), w2.ptrs.size(), second.data(), second.size()};
   for (auto _ : state) {
-    if (!RansDecode(w.stream.data(), w.stream.size(), w.ptrs.data(), w.ptrs.size(), out.data(), out.size()).ok()) {
+    if (path == 2) {
+      Status sa, sb;
+      RansDecodePair(a, b, &sa, &sb);
+      if (!sa.ok() || !sb.ok()) std::abort();
+    } else if (!RansDecode(a.data, a.size, a.models, a.period, a.out, a.n).ok()) {
       std::abort();
     }
     benchmark::DoNotOptimize(out.data());
+    benchmark::DoNotOptimize(second.data());
   }
   unsetenv("KVSTREAM_DISABLE_AVX2");
-  if (out != w.symbols) std::abort();
+  if (out != w.symbols || (path == 2 && second != w2.symbols)) std::abort();
   SetCounters(state, w);
-  state.counters["scalar"] = static_cast<double>(state.range(4));
+  if (path == 2) state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(w.symbols.size() + w2.symbols.size()));
+  state.counters["path"] = path;
 }
 
 void EncodeArgs(benchmark::internal::Benchmark* b) {
@@ -110,8 +124,8 @@ void EncodeArgs(benchmark::internal::Benchmark* b) {
 }
 
 void DecodeArgs(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"dist", "period", "tokens", "tables", "scalar"});
-  for (int path : {0, 1}) {
+  b->ArgNames({"dist", "period", "tokens", "tables", "path"});
+  for (int path : {0, 1, 2}) {
     for (int d : {kLaplace3, kLaplace10, kGauss6}) {
       b->Args({d, 192, 256, 192, path});
       b->Args({d, 192, 256, 8, path});

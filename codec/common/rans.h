@@ -6,7 +6,9 @@
 //   * symbols are bytes; a model covers an alphabet of at most 256 symbols;
 //   * symbol i of a stream is coded with models[i % period] (per-channel tables: period = channels);
 //   * kRansLanes states are interleaved (symbol i belongs to lane i % kRansLanes) so that the decoder has
-//     independent dependency chains to overlap, AVX2 lanes to fill and GPU threads to spread over.
+//     independent dependency chains to overlap, AVX2 lanes to fill and GPU threads to spread over. Each
+//     lane costs its stream 2-4 bytes (its final state), so 16 lanes, not more: the CPU decoder fills
+//     its vectors by decoding two streams at once (RansDecodePair).
 // The per-symbol decode step lives in rans_step.h as host/device code, so the CUDA kernels reuse it.
 // Encoding and decoding are pure functions of their arguments: any number of threads may code streams
 // at once with the same models.
@@ -24,7 +26,7 @@ inline constexpr int kRansProbBits = 12;
 inline constexpr uint32_t kRansProbScale = 1u << kRansProbBits;
 inline constexpr int kRansMaxAlphabet = 256;
 // Interleave width of a stream: part of the format (docs/rans.md).
-inline constexpr int kRansLanes = 32;
+inline constexpr int kRansLanes = 16;
 
 // Per-symbol encoder constants: the division x / freq is done as a multiply by a 64-bit reciprocal.
 struct RansEncSymbol {
@@ -84,6 +86,22 @@ Status RansEncode(const uint8_t* symbols, size_t n, const RansModel* const* mode
 // produce identical results.
 Status RansDecode(const uint8_t* data, size_t size, const RansModel* const* models, size_t period,
                   uint8_t* out, size_t n);
+
+// The arguments of one RansDecode call.
+struct RansDecodeJob {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  const RansModel* const* models = nullptr;
+  size_t period = 0;
+  uint8_t* out = nullptr;
+  size_t n = 0;
+};
+
+// Decodes two independent streams together, with exactly the results and errors of two RansDecode
+// calls (*first_status, *second_status). A stream alone leaves the AVX2 gathers half busy; two keep them
+// busy, so this is how the chunk decoder decodes a layer's keys and values (measured: docs/rans.md).
+void RansDecodePair(const RansDecodeJob& first, const RansDecodeJob& second, Status* first_status,
+                    Status* second_status);
 
 // Sum over symbols of the model's cost: the ideal coded size, for the entropy-overhead figure.
 // Infinity if a symbol has frequency 0 in its model.

@@ -1,5 +1,6 @@
 // DecodeChunk and DecodeChunkTokens: validate the container, then decode every (layer, K/V) segment
-// independently (in parallel) into the caller's views: rANS into a symbol buffer, then dequantise.
+// into the caller's views, layers in parallel: rANS into a symbol buffer (a layer's keys and values
+// together), then dequantise.
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -91,12 +92,18 @@ class SegmentDecoder {
       : info_(info), profile_(profile), seg_(seg), out_(out),
         in_(chunk + seg.offset, seg.size, codec::SegmentName(seg)) {}
 
-  Status Run() {
-    switch (info_.level) {
-      case kLevelFp16: return Fp16();
-      case kLevelInt8: return Int8();
-      default: return Lossy();
-    }
+  // An fp16 or int8 segment (lossy ones go by layer, in RunLossyPair).
+  Status RunPassthrough() { return info_.level == kLevelFp16 ? Fp16() : Int8(); }
+
+  // A layer's lossy keys and values: both parsed, their rANS streams decoded together (the vector kernel
+  // needs two streams to keep its gathers busy), both dequantised. The first error found is returned.
+  static Status RunLossyPair(SegmentDecoder& keys, SegmentDecoder& values) {
+    KVSTREAM_RETURN_IF_ERROR(keys.ParseLossy());
+    KVSTREAM_RETURN_IF_ERROR(values.ParseLossy());
+    Status keys_rans, values_rans;
+    codec::RansDecodePair(keys.RansJob(), values.RansJob(), &keys_rans, &values_rans);
+    KVSTREAM_RETURN_IF_ERROR(keys.Dequantise(keys_rans));
+    return values.Dequantise(values_rans);
   }
 
  private:
@@ -142,32 +149,29 @@ class SegmentDecoder {
     return Status::Ok();
   }
 
-  Status Lossy() {
-    uint32_t stream_bytes = 0, escape_count = 0;
+  // Reads the segment's parameters and tables and locates its rANS stream and escapes.
+  Status ParseLossy() {
+    uint32_t stream_bytes = 0;
     KVSTREAM_RETURN_IF_ERROR(in_.U32(&stream_bytes, "stream bytes"));
-    KVSTREAM_RETURN_IF_ERROR(in_.U32(&escape_count, "escape count"));
+    KVSTREAM_RETURN_IF_ERROR(in_.U32(&escape_count_, "escape count"));
     const int64_t sinks = info_.sink_rows;  // validated by the container reader: <= tokens
     const size_t n_c = static_cast<size_t>(channels());
     const size_t coded = values() - static_cast<size_t>(sinks) * n_c;
-    if (escape_count > coded) {
-      return Status::CorruptData(in_.what() + ": escape count = " + std::to_string(escape_count) + " exceeds its " +
+    if (escape_count_ > coded) {
+      return Status::CorruptData(in_.what() + ": escape count = " + std::to_string(escape_count_) + " exceeds its " +
                                  std::to_string(coded) + " coded values");
     }
-    const uint8_t* sink_values = nullptr;
-    KVSTREAM_RETURN_IF_ERROR(in_.Span(size_t{2} * static_cast<size_t>(sinks) * n_c, &sink_values, "sink rows"));
-    const bool cachegen = info_.scheme == QuantScheme::kCacheGenToken;
-    // Scheme parameters.
-    std::vector<float> mean(static_cast<size_t>(channels()), 0.0f), step(static_cast<size_t>(channels()), 0.0f);
-    std::vector<float> token_step;
-    codec::TableBank own_bank;
-    std::vector<const codec::RansModel*> models;
-    if (cachegen) {
+    KVSTREAM_RETURN_IF_ERROR(in_.Span(size_t{2} * static_cast<size_t>(sinks) * n_c, &sink_values_, "sink rows"));
+    cachegen_ = info_.scheme == QuantScheme::kCacheGenToken;
+    mean_.assign(n_c, 0.0f);
+    step_.assign(n_c, 0.0f);
+    if (cachegen_) {
       uint8_t bins = 0;
       KVSTREAM_RETURN_IF_ERROR(in_.U8(&bins, "bins"));
       if (bins < 4) return Status::CorruptData(in_.what() + ": bins = " + std::to_string(bins) + ", expected 4..255");
       const uint8_t* maxes = nullptr;
       KVSTREAM_RETURN_IF_ERROR(in_.Span(static_cast<size_t>(2 * tokens()), &maxes, "token scales"));
-      token_step.resize(static_cast<size_t>(tokens()));
+      token_step_.resize(static_cast<size_t>(tokens()));
       for (int64_t t = 0; t < tokens(); ++t) {
         uint16_t m;
         std::memcpy(&m, maxes + 2 * t, 2);
@@ -175,7 +179,7 @@ class SegmentDecoder {
           return Status::CorruptData(in_.what() + ": token " + std::to_string(t) + " scale 0x" + std::to_string(m) +
                                      " is not a finite non-negative fp16");
         }
-        token_step[t] = codec::CacheGenStep(m, bins);
+        token_step_[t] = codec::CacheGenStep(m, bins);
       }
     } else if (info_.in_chunk_tables) {
       float s = 0;
@@ -188,69 +192,78 @@ class SegmentDecoder {
       for (int64_t c = 0; c < channels(); ++c) {
         uint16_t m;
         std::memcpy(&m, means + 2 * c, 2);
-        mean[c] = HalfToFloat(m);
-        if (!std::isfinite(mean[c])) return Status::CorruptData(in_.what() + ": mean of channel " + std::to_string(c) + " is not finite");
-        step[c] = s;
+        mean_[c] = HalfToFloat(m);
+        if (!std::isfinite(mean_[c])) return Status::CorruptData(in_.what() + ": mean of channel " + std::to_string(c) + " is not finite");
+        step_[c] = s;
       }
     } else {
       const ProfileData& d = profile_->data();
       const ProfileLevelData& lvl = d.levels[static_cast<size_t>(info_.level - 1)];
       const size_t first = d.Index(static_cast<int>(seg_.layer), kv(), 0);
       for (int64_t c = 0; c < channels(); ++c) {
-        mean[c] = d.means[first + c];
-        step[c] = lvl.steps[first + c];
+        mean_[c] = d.means[first + c];
+        step_[c] = lvl.steps[first + c];
       }
-      models = lvl.bank.ChannelModels(first, static_cast<size_t>(channels()));
+      models_ = lvl.bank.ChannelModels(first, static_cast<size_t>(channels()));
     }
     if (info_.in_chunk_tables) {
-      KVSTREAM_RETURN_IF_ERROR(codec::ReadTableBank(in_, static_cast<size_t>(channels()), &own_bank));
-      models = own_bank.ChannelModels(0, static_cast<size_t>(channels()));
+      KVSTREAM_RETURN_IF_ERROR(codec::ReadTableBank(in_, static_cast<size_t>(channels()), &own_bank_));
+      models_ = own_bank_.ChannelModels(0, static_cast<size_t>(channels()));
     }
-    const uint8_t* stream = nullptr;
-    const uint8_t* escapes = nullptr;
-    KVSTREAM_RETURN_IF_ERROR(in_.Span(stream_bytes, &stream, "rANS stream"));
-    KVSTREAM_RETURN_IF_ERROR(in_.Span(size_t{2} * escape_count, &escapes, "escape values"));
+    stream_bytes_ = stream_bytes;
+    KVSTREAM_RETURN_IF_ERROR(in_.Span(stream_bytes, &stream_, "rANS stream"));
+    KVSTREAM_RETURN_IF_ERROR(in_.Span(size_t{2} * escape_count_, &escapes_, "escape values"));
     if (in_.remaining() != 0) {
       return Status::CorruptData(in_.what() + ": " + std::to_string(in_.remaining()) + " bytes left over after the escapes");
     }
-    std::vector<uint8_t> symbols(coded);
-    Status st = codec::RansDecode(stream, stream_bytes, models.data(), models.size(), symbols.data(), symbols.size());
-    if (!st.ok()) return st.WithContext(in_.what());
+    symbols_.resize(coded);
+    return Status::Ok();
+  }
 
+  codec::RansDecodeJob RansJob() {
+    return {stream_, stream_bytes_, models_.data(), models_.size(), symbols_.data(), symbols_.size()};
+  }
+
+  // Given how the segment's rANS stream decoded, writes its rows: sinks as stored, the rest dequantised,
+  // escapes patched in.
+  Status Dequantise(const Status& rans) {
+    if (!rans.ok()) return rans.WithContext(in_.what());
+    const int64_t sinks = info_.sink_rows;
+    const size_t n_c = static_cast<size_t>(channels());
     std::vector<float> row(n_c);
     for (int64_t t = 0; t < sinks; ++t) {
       for (size_t c = 0; c < n_c; ++c) {
         uint16_t h;
-        std::memcpy(&h, sink_values + 2 * (static_cast<size_t>(t) * n_c + c), 2);
+        std::memcpy(&h, sink_values_ + 2 * (static_cast<size_t>(t) * n_c + c), 2);
         row[c] = HalfToFloat(h);
       }
       StoreRow(out_, seg_.layer, t, row.data());
     }
     uint32_t e = 0;
     for (int64_t t = sinks; t < tokens(); ++t) {
-      const uint8_t* sym = symbols.data() + static_cast<size_t>(t - sinks) * n_c;
+      const uint8_t* sym = symbols_.data() + static_cast<size_t>(t - sinks) * n_c;
       // Branch-free dequantisation (vectorisable), then the rare escapes patched in.
-      if (cachegen) {
-        const float s = token_step[t];
+      if (cachegen_) {
+        const float s = token_step_[t];
         for (size_t c = 0; c < n_c; ++c) row[c] = codec::DequantScaled(sym[c], s);
       } else {
-        for (size_t c = 0; c < n_c; ++c) row[c] = codec::DequantChannelUniform(sym[c], mean[c], step[c]);
+        for (size_t c = 0; c < n_c; ++c) row[c] = codec::DequantChannelUniform(sym[c], mean_[c], step_[c]);
       }
-      if (escape_count != 0 && std::memchr(sym, codec::kEscapeSymbol, n_c) != nullptr) {
+      if (escape_count_ != 0 && std::memchr(sym, codec::kEscapeSymbol, n_c) != nullptr) {
         for (size_t c = 0; c < n_c; ++c) {
           if (sym[c] != codec::kEscapeSymbol) continue;
-          if (e == escape_count) {
-            return Status::CorruptData(in_.what() + ": more escape symbols than the " + std::to_string(escape_count) + " escape values");
+          if (e == escape_count_) {
+            return Status::CorruptData(in_.what() + ": more escape symbols than the " + std::to_string(escape_count_) + " escape values");
           }
           uint16_t h;
-          std::memcpy(&h, escapes + 2 * e++, 2);
+          std::memcpy(&h, escapes_ + 2 * e++, 2);
           row[c] = HalfToFloat(h);
         }
       }
       StoreRow(out_, seg_.layer, t, row.data());
     }
-    if (e != escape_count) {
-      return Status::CorruptData(in_.what() + ": escape count = " + std::to_string(escape_count) + " but the stream has " +
+    if (e != escape_count_) {
+      return Status::CorruptData(in_.what() + ": escape count = " + std::to_string(escape_count_) + " but the stream has " +
                                  std::to_string(e) + " escape symbols");
     }
     return Status::Ok();
@@ -261,6 +274,18 @@ class SegmentDecoder {
   const SegmentInfo& seg_;
   const TensorView& out_;
   ByteReader in_;
+  // A lossy segment between ParseLossy and Dequantise.
+  bool cachegen_ = false;
+  std::vector<float> mean_, step_;  // channel-uniform: per channel
+  std::vector<float> token_step_;   // cachegen-token: per token
+  codec::TableBank own_bank_;
+  std::vector<const codec::RansModel*> models_;
+  const uint8_t* sink_values_ = nullptr;
+  const uint8_t* stream_ = nullptr;
+  size_t stream_bytes_ = 0;
+  const uint8_t* escapes_ = nullptr;
+  uint32_t escape_count_ = 0;
+  std::vector<uint8_t> symbols_;
 };
 
 }  // namespace
@@ -274,11 +299,23 @@ Status DecodeChunk(const uint8_t* data, size_t size, const DecodeOptions& option
   KVSTREAM_RETURN_IF_ERROR(CheckDestination(keys_out, "keys_out", info));
   KVSTREAM_RETURN_IF_ERROR(CheckDestination(values_out, "values_out", info));
   KVSTREAM_RETURN_IF_ERROR(CheckProfile(info, options.profile));
+  if (IsLossyLevel(info.level)) {
+    // Segment 2l holds layer l's keys and 2l + 1 its values (the container reader checked the order).
+    return codec::RunParallel(info.segments.size() / 2, options.threads, options.parallel_for, [&](size_t l) -> Status {
+      const SegmentInfo& k = info.segments[2 * l];
+      const SegmentInfo& v = info.segments[2 * l + 1];
+      KVSTREAM_RETURN_IF_ERROR(codec::VerifySegment(data, k));
+      KVSTREAM_RETURN_IF_ERROR(codec::VerifySegment(data, v));
+      SegmentDecoder keys(data, info, options.profile, k, keys_out);
+      SegmentDecoder values(data, info, options.profile, v, values_out);
+      return SegmentDecoder::RunLossyPair(keys, values);
+    });
+  }
   return codec::RunParallel(info.segments.size(), options.threads, options.parallel_for, [&](size_t i) -> Status {
     const SegmentInfo& seg = info.segments[i];
     KVSTREAM_RETURN_IF_ERROR(codec::VerifySegment(data, seg));
     const TensorView& out = seg.tensor == SegmentTensor::kKeys ? keys_out : values_out;
-    return SegmentDecoder(data, info, options.profile, seg, out).Run();
+    return SegmentDecoder(data, info, options.profile, seg, out).RunPassthrough();
   });
 }
 

@@ -40,29 +40,27 @@ bool BuildLaneOffsets(const std::vector<const uint32_t*>& tables, std::vector<in
   return true;
 }
 
-// The portable group kernel, with RansDecodeGroupsAvx2's contract (rans_decode_avx2.h): whole groups
-// while 2 * kLanes stream bytes remain, so that no step inside a group needs a bounds check.
-size_t DecodeGroupsPortable(uint32_t* state, const uint8_t*& pos, const uint8_t* end, const uint32_t* table_base,
-                            const int32_t* lane_offsets, size_t cycle_groups, size_t group, size_t group_end,
-                            uint8_t* out) {
-  const uint8_t* p = pos;
-  const auto* base = reinterpret_cast<const uint8_t*>(table_base);
-  size_t cycle = group % cycle_groups;
-  uint32_t x[kLanes];  // a local copy: the byte stores to out could alias state
-  std::memcpy(x, state, sizeof x);
-  while (group < group_end && end - p >= static_cast<ptrdiff_t>(2 * kLanes)) {
-    const int32_t* offsets = lane_offsets + cycle * kLanes;
-    uint8_t* o = out + group * kLanes;
+// The portable group kernel, with RansDecodeGroupsAvx2's contract (rans_decode_avx2.h).
+void DecodeGroupsPortable(RansGroupCursor& c) {
+  const uint8_t* p = c.pos;
+  const auto* base = reinterpret_cast<const uint8_t*>(c.table_base);
+  size_t group = c.group;
+  size_t cycle = group % c.cycle_groups;
+  uint32_t x[kLanes];  // a local copy: the byte stores to out could alias the states
+  std::memcpy(x, c.state, sizeof x);
+  while (group < c.group_end && c.end - p >= static_cast<ptrdiff_t>(2 * kLanes)) {
+    const int32_t* offsets = c.lane_offsets + cycle * kLanes;
+    uint8_t* o = c.out + group * kLanes;
     for (size_t j = 0; j < kLanes; ++j) {
       o[j] = static_cast<uint8_t>(RansDecodeSymbol(x[j], reinterpret_cast<const uint32_t*>(base + offsets[j])));
       RansRenormalise(x[j], p);
     }
     ++group;
-    if (++cycle == cycle_groups) cycle = 0;
+    if (++cycle == c.cycle_groups) cycle = 0;
   }
-  std::memcpy(state, x, sizeof x);
-  pos = p;
-  return group;
+  std::memcpy(c.state, x, sizeof x);
+  c.pos = p;
+  c.group = group;
 }
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -74,79 +72,122 @@ bool Avx2Enabled() {
 }
 #endif
 
+// One stream: Start validates it and loads its states, the group kernels take its bulk through
+// cursor(), Finish decodes the rest with the checked step and checks how the stream ends.
+class StreamDecoder {
+ public:
+  StreamDecoder() { cursor_.state = state_; }
+  StreamDecoder(const StreamDecoder&) = delete;
+  StreamDecoder& operator=(const StreamDecoder&) = delete;
+
+  Status Start(const RansDecodeJob& job) {
+    job_ = job;
+    if (job.n == 0) {
+      if (job.size != 0) return Status::CorruptData("rANS stream: " + std::to_string(job.size) + " bytes for 0 symbols");
+      return Status::Ok();
+    }
+    if ((job.data == nullptr && job.size != 0) || job.out == nullptr || job.models == nullptr || job.period == 0) {
+      return Status::InvalidArgument("rANS decode: null data, output or models, or period 0 (period = " +
+                                     std::to_string(job.period) + ")");
+    }
+    tables_.resize(job.period);
+    for (size_t m = 0; m < job.period; ++m) {
+      if (job.models[m] == nullptr) return Status::InvalidArgument("rANS decode: model " + std::to_string(m) + " is null");
+      tables_[m] = job.models[m]->decode_table();
+    }
+    const size_t lanes_used = job.n < kLanes ? job.n : kLanes;
+    const size_t header = 4 * lanes_used;
+    if (job.size < header) {
+      return Status::CorruptData("rANS stream: size " + std::to_string(job.size) + " bytes, shorter than the " +
+                                 std::to_string(header) + "-byte header of " + std::to_string(job.n) + " symbols");
+    }
+    if ((job.size - header) % 2 != 0) {
+      return Status::CorruptData("rANS stream: size " + std::to_string(job.size) +
+                                 " bytes leaves an odd number of bytes after the header");
+    }
+    for (size_t j = 0; j < kLanes; ++j) {
+      state_[j] = kRansStateLow;  // unused lanes (n < kLanes) sit at the final state from the start
+      if (j >= lanes_used) continue;
+      const uint8_t* b = job.data + 4 * j;
+      state_[j] = b[0] | (uint32_t{b[1]} << 8) | (uint32_t{b[2]} << 16) | (uint32_t{b[3]} << 24);
+      if (state_[j] < kRansStateLow) {
+        return Status::CorruptData("rANS stream: initial state of lane " + std::to_string(j) + " = " +
+                                   std::to_string(state_[j]) + ", below " + std::to_string(kRansStateLow));
+      }
+    }
+    cursor_.pos = job.data + header;
+    cursor_.end = job.data + job.size;
+    cursor_.out = job.out;
+    const size_t groups = job.n / kLanes;
+    if (groups >= kMinKernelGroups && BuildLaneOffsets(tables_, &offsets_, &cursor_.cycle_groups)) {
+      cursor_.table_base = tables_[0];
+      cursor_.lane_offsets = offsets_.data();
+      cursor_.group_end = groups;
+    }
+    return Status::Ok();
+  }
+
+  RansGroupCursor& cursor() { return cursor_; }
+
+  Status Finish() {
+    if (job_.n == 0) return Status::Ok();
+    if (cursor_.group < cursor_.group_end) {
+#if defined(__x86_64__) || defined(_M_X64)
+      if (Avx2Enabled()) RansDecodeGroupsAvx2(cursor_);
+#endif
+      DecodeGroupsPortable(cursor_);  // all of it without AVX2; with AVX2, nothing is left for it
+    }
+    const uint8_t*& pos = cursor_.pos;
+    const uint8_t* const end = cursor_.end;
+    size_t i = cursor_.group * kLanes;
+    for (size_t m = i % job_.period; i < job_.n; ++i) {
+      if (!RansDecodeStep(state_[i % kLanes], tables_[m], pos, end, job_.out[i])) [[unlikely]] {
+        return Status::CorruptData("rANS stream: truncated, symbol " + std::to_string(i) + " of " +
+                                   std::to_string(job_.n) + " needs a word past the end of the " +
+                                   std::to_string(job_.size) + "-byte stream");
+      }
+      if (++m == job_.period) m = 0;
+    }
+    if (pos != end) {
+      return Status::CorruptData("rANS stream: " + std::to_string(end - pos) + " of " + std::to_string(job_.size) +
+                                 " bytes left over after " + std::to_string(job_.n) + " symbols");
+    }
+    for (size_t j = 0; j < kLanes; ++j) {
+      if (state_[j] != kRansStateLow) {
+        return Status::CorruptData("rANS stream: final state of lane " + std::to_string(j) + " = " +
+                                   std::to_string(state_[j]) + ", expected " + std::to_string(kRansStateLow));
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  RansDecodeJob job_;
+  std::vector<const uint32_t*> tables_;
+  std::vector<int32_t> offsets_;
+  uint32_t state_[kLanes] = {};
+  RansGroupCursor cursor_;
+};
+
 }  // namespace
 
 Status RansDecode(const uint8_t* data, size_t size, const RansModel* const* models, size_t period,
                   uint8_t* out, size_t n) {
-  if (n == 0) {
-    if (size != 0) return Status::CorruptData("rANS stream: " + std::to_string(size) + " bytes for 0 symbols");
-    return Status::Ok();
-  }
-  if ((data == nullptr && size != 0) || out == nullptr || models == nullptr || period == 0) {
-    return Status::InvalidArgument("rANS decode: null data, output or models, or period 0 (period = " +
-                                   std::to_string(period) + ")");
-  }
-  std::vector<const uint32_t*> tables(period);
-  for (size_t m = 0; m < period; ++m) {
-    if (models[m] == nullptr) return Status::InvalidArgument("rANS decode: model " + std::to_string(m) + " is null");
-    tables[m] = models[m]->decode_table();
-  }
+  StreamDecoder stream;
+  KVSTREAM_RETURN_IF_ERROR(stream.Start(RansDecodeJob{data, size, models, period, out, n}));
+  return stream.Finish();
+}
 
-  const size_t lanes_used = n < kLanes ? n : kLanes;
-  const size_t header = 4 * lanes_used;
-  if (size < header) {
-    return Status::CorruptData("rANS stream: size " + std::to_string(size) + " bytes, shorter than the " +
-                               std::to_string(header) + "-byte header of " + std::to_string(n) + " symbols");
-  }
-  if ((size - header) % 2 != 0) {
-    return Status::CorruptData("rANS stream: size " + std::to_string(size) +
-                               " bytes leaves an odd number of bytes after the header");
-  }
-  uint32_t state[kLanes];
-  for (size_t j = 0; j < kLanes; ++j) {
-    state[j] = kRansStateLow;  // unused lanes (n < kLanes) sit at the final state from the start
-    if (j >= lanes_used) continue;
-    const uint8_t* b = data + 4 * j;
-    state[j] = b[0] | (uint32_t{b[1]} << 8) | (uint32_t{b[2]} << 16) | (uint32_t{b[3]} << 24);
-    if (state[j] < kRansStateLow) {
-      return Status::CorruptData("rANS stream: initial state of lane " + std::to_string(j) + " = " +
-                                 std::to_string(state[j]) + ", below " + std::to_string(kRansStateLow));
-    }
-  }
-  const uint8_t* pos = data + header;
-  const uint8_t* const end = data + size;
-
-  size_t i = 0;
-  const size_t groups = n / kLanes;
-  std::vector<int32_t> offsets;
-  size_t cycle_groups = 0;
-  if (groups >= kMinKernelGroups && BuildLaneOffsets(tables, &offsets, &cycle_groups)) {
-    auto* kernel = &DecodeGroupsPortable;
+void RansDecodePair(const RansDecodeJob& first, const RansDecodeJob& second, Status* first_status,
+                    Status* second_status) {
+  StreamDecoder a, b;
+  *first_status = a.Start(first);
+  *second_status = b.Start(second);
 #if defined(__x86_64__) || defined(_M_X64)
-    if (Avx2Enabled()) kernel = &RansDecodeGroupsAvx2;
+  if (first_status->ok() && second_status->ok() && Avx2Enabled()) RansDecodeGroupPairAvx2(a.cursor(), b.cursor());
 #endif
-    i = kLanes * kernel(state, pos, end, tables[0], offsets.data(), cycle_groups, 0, groups, out);
-  }
-  for (size_t m = i % period; i < n; ++i) {
-    if (!RansDecodeStep(state[i % kLanes], tables[m], pos, end, out[i])) [[unlikely]] {
-      return Status::CorruptData("rANS stream: truncated, symbol " + std::to_string(i) + " of " +
-                                 std::to_string(n) + " needs a word past the end of the " +
-                                 std::to_string(size) + "-byte stream");
-    }
-    if (++m == period) m = 0;
-  }
-
-  if (pos != end) {
-    return Status::CorruptData("rANS stream: " + std::to_string(end - pos) + " of " + std::to_string(size) +
-                               " bytes left over after " + std::to_string(n) + " symbols");
-  }
-  for (size_t j = 0; j < kLanes; ++j) {
-    if (state[j] != kRansStateLow) {
-      return Status::CorruptData("rANS stream: final state of lane " + std::to_string(j) + " = " +
-                                 std::to_string(state[j]) + ", expected " + std::to_string(kRansStateLow));
-    }
-  }
-  return Status::Ok();
+  if (first_status->ok()) *first_status = a.Finish();
+  if (second_status->ok()) *second_status = b.Finish();
 }
 
 }  // namespace kvstream::codec

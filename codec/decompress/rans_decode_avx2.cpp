@@ -1,6 +1,7 @@
-// AVX2 rANS decoding: the 32 lanes of a group as four vectors of eight states. Per vector and group: one
-// gather from the lanes' slot tables, the state update, and a renormalisation that hands the next
-// 16-bit words of the stream to the lanes that need one, in lane order (exactly the scalar order).
+// AVX2 rANS decoding: the 16 lanes of a group as two vectors of eight states, one or two streams at a
+// time. Per vector and group: one gather from the lanes' slot tables, the state update, and a
+// renormalisation that hands the next 16-bit words of the stream to the lanes that need one, in lane
+// order (exactly the scalar order).
 #include "codec/decompress/rans_decode_avx2.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -13,7 +14,8 @@
 namespace kvstream::codec {
 namespace {
 
-static_assert(kRansLanes == 32, "the kernel holds a group in four 8-lane vectors");
+constexpr int kVectors = kRansLanes / 8;
+static_assert(kVectors == 2, "a group is two 8-lane vectors (the symbol store packs two)");
 
 // For a mask of lanes needing a word: byte j = index of the word lane j takes (its rank in the mask).
 constexpr std::array<uint64_t, 256> kExpand = [] {
@@ -52,47 +54,63 @@ inline __m256i Renormalise(__m256i x, const uint8_t*& pos) {
   return _mm256_blendv_epi8(x, shifted, need);
 }
 
+// The symbols (low bytes) of a group's two entry vectors, in lane order.
+inline __m128i Symbols(__m256i e0, __m256i e1) {
+  const __m256i low_byte = _mm256_set1_epi32(0xff);
+  const __m256i words = _mm256_packus_epi32(_mm256_and_si256(e0, low_byte), _mm256_and_si256(e1, low_byte));
+  const __m256i bytes = _mm256_packus_epi16(words, words);
+  return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+// One kernel for one or two streams: the loops over streams and vectors have constant bounds and unroll.
+// The cursors are copied into locals: the vector stores to out may alias them.
+template <int kStreams>
+void DecodeGroups(RansGroupCursor* const (&streams)[kStreams]) {
+  constexpr ptrdiff_t kMaxGroupBytes = 2 * kRansLanes;
+  RansGroupCursor c[kStreams];
+  __m256i x[kStreams][kVectors];
+  size_t cycle[kStreams];
+  for (int s = 0; s < kStreams; ++s) {
+    c[s] = *streams[s];
+    for (int v = 0; v < kVectors; ++v) x[s][v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c[s].state + 8 * v));
+    cycle[s] = c[s].group % c[s].cycle_groups;
+  }
+  for (;;) {
+    bool more = true;
+    for (int s = 0; s < kStreams; ++s) more = more && c[s].group < c[s].group_end && c[s].end - c[s].pos >= kMaxGroupBytes;
+    if (!more) break;
+    __m256i e[kStreams][kVectors];
+    for (int s = 0; s < kStreams; ++s) {
+      const int32_t* offsets = c[s].lane_offsets + cycle[s] * kRansLanes;
+      for (int v = 0; v < kVectors; ++v) e[s][v] = Gather(c[s].table_base, offsets + 8 * v, x[s][v]);
+    }
+    for (int s = 0; s < kStreams; ++s) {
+      for (int v = 0; v < kVectors; ++v) x[s][v] = Advance(x[s][v], e[s][v]);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(c[s].out + c[s].group * kRansLanes), Symbols(e[s][0], e[s][1]));
+    }
+    for (int s = 0; s < kStreams; ++s) {
+      for (int v = 0; v < kVectors; ++v) x[s][v] = Renormalise(x[s][v], c[s].pos);
+      ++c[s].group;
+      if (++cycle[s] == c[s].cycle_groups) cycle[s] = 0;
+    }
+  }
+  for (int s = 0; s < kStreams; ++s) {
+    for (int v = 0; v < kVectors; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(c[s].state + 8 * v), x[s][v]);
+    streams[s]->pos = c[s].pos;
+    streams[s]->group = c[s].group;
+  }
+}
+
 }  // namespace
 
-size_t RansDecodeGroupsAvx2(uint32_t* state, const uint8_t*& pos, const uint8_t* end,
-                            const uint32_t* table_base, const int32_t* lane_offsets, size_t cycle_groups,
-                            size_t group, size_t group_end, uint8_t* out) {
-  __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(state));
-  __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(state + 8));
-  __m256i x2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(state + 16));
-  __m256i x3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(state + 24));
-  const __m256i byte_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  const __m256i low_byte = _mm256_set1_epi32(0xff);
-  const uint8_t* p = pos;
-  size_t cycle = group % cycle_groups;
-  constexpr ptrdiff_t kMaxGroupBytes = 2 * kRansLanes;
-  while (group < group_end && end - p >= kMaxGroupBytes) {
-    const int32_t* offsets = lane_offsets + cycle * kRansLanes;
-    const __m256i e0 = Gather(table_base, offsets, x0);
-    const __m256i e1 = Gather(table_base, offsets + 8, x1);
-    const __m256i e2 = Gather(table_base, offsets + 16, x2);
-    const __m256i e3 = Gather(table_base, offsets + 24, x3);
-    x0 = Advance(x0, e0);
-    x1 = Advance(x1, e1);
-    x2 = Advance(x2, e2);
-    x3 = Advance(x3, e3);
-    const __m256i s01 = _mm256_packus_epi32(_mm256_and_si256(e0, low_byte), _mm256_and_si256(e1, low_byte));
-    const __m256i s23 = _mm256_packus_epi32(_mm256_and_si256(e2, low_byte), _mm256_and_si256(e3, low_byte));
-    const __m256i symbols = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(s01, s23), byte_order);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + group * kRansLanes), symbols);
-    x0 = Renormalise(x0, p);
-    x1 = Renormalise(x1, p);
-    x2 = Renormalise(x2, p);
-    x3 = Renormalise(x3, p);
-    ++group;
-    if (++cycle == cycle_groups) cycle = 0;
-  }
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(state), x0);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(state + 8), x1);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(state + 16), x2);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(state + 24), x3);
-  pos = p;
-  return group;
+void RansDecodeGroupsAvx2(RansGroupCursor& stream) {
+  RansGroupCursor* const streams[1] = {&stream};
+  DecodeGroups<1>(streams);
+}
+
+void RansDecodeGroupPairAvx2(RansGroupCursor& first, RansGroupCursor& second) {
+  RansGroupCursor* const streams[2] = {&first, &second};
+  DecodeGroups<2>(streams);
 }
 
 }  // namespace kvstream::codec
