@@ -134,7 +134,7 @@ TEST(ChunkCorrupt, LyingHeaderFieldsAreNamed) {
   const std::vector<Lie> lies = {
       {0, 1, 'X', "magic"},
       {4, 2, 1, "version"},
-      {4, 2, 3, "version"},
+      {4, 2, 2, "version"},  // version 2: 32-lane rANS streams
       {6, 2, 65, "header size"},
       {8, 1, 99, "level"},
       {9, 1, 9, "scheme"},
