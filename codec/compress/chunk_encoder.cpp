@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,10 +59,10 @@ void LoadRow(const TensorView& v, int64_t layer, int64_t token, float* out) {
   }
 }
 
-// One (layer, K/V) slice as dense fp32 [tokens][channels].
-std::vector<float> LoadSlice(const TensorView& v, int64_t layer) {
-  std::vector<float> out(static_cast<size_t>(v.tokens() * v.channels()));
-  for (int64_t t = 0; t < v.tokens(); ++t) LoadRow(v, layer, t, out.data() + t * v.channels());
+// One (layer, K/V) slice as dense fp32 [tokens][channels] (every element written: no zeroing first).
+std::unique_ptr<float[]> LoadSlice(const TensorView& v, int64_t layer) {
+  auto out = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(v.tokens() * v.channels()));
+  for (int64_t t = 0; t < v.tokens(); ++t) LoadRow(v, layer, t, out.get() + t * v.channels());
   return out;
 }
 
@@ -77,17 +78,67 @@ struct Symbols {
   std::vector<uint16_t> escapes;  // fp16 values of the escape symbols, in order
 };
 
-// Escapes every symbol the channel's model cannot code (frequency 0), keeping its value exact-ish.
-void EscapeUncodable(const std::vector<const codec::RansModel*>& models, const std::vector<float>& x,
-                     Symbols* s) {
+// The symbols a model codes besides the escape symbol, when they form one run [lo, hi] (true of the
+// profile's smoothed tables): then "codable" is two compares instead of a table lookup.
+bool CodableRun(const codec::RansModel& model, uint8_t* lo, uint8_t* hi) {
+  const uint16_t* f = model.frequencies();
+  int first = 0, last = 0;
+  for (int s = 1; s < 256; ++s) {
+    if (f[s] == 0) continue;
+    if (first == 0) first = s;
+    last = s;
+  }
+  if (first == 0) return false;
+  for (int s = first; s <= last; ++s) {
+    if (f[s] == 0) return false;
+  }
+  *lo = static_cast<uint8_t>(first);
+  *hi = static_cast<uint8_t>(last);
+  return true;
+}
+
+static_assert(codec::kEscapeSymbol == 0, "EscapeUncodable clears out-of-run symbols to the escape");
+
+// Escapes every symbol the channel's model cannot code (frequency 0), keeping its value exact-ish, and
+// collects the fp16 values of all escape symbols in order. x: the values the symbols were quantised
+// from, [tokens][channels].
+void EscapeUncodable(const std::vector<const codec::RansModel*>& models, const float* x, Symbols* s) {
   const size_t channels = models.size();
-  std::vector<const uint16_t*> freq(channels);
-  for (size_t c = 0; c < channels; ++c) freq[c] = models[c]->frequencies();
   s->escapes.clear();
+  // Runs per channel, looked up once per distinct model (a bank has at most a few dozen).
+  std::vector<uint8_t> lo(channels), span(channels);  // span = hi - lo
+  std::vector<std::pair<const codec::RansModel*, std::pair<uint8_t, uint8_t>>> seen;
+  bool all_runs = true;
+  for (size_t c = 0; c < channels && all_runs; ++c) {
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& e) { return e.first == models[c]; });
+    if (it == seen.end()) {
+      uint8_t l = 0, h = 0;
+      all_runs = CodableRun(*models[c], &l, &h);
+      it = seen.insert(seen.end(), {models[c], {l, h}});
+    }
+    lo[c] = it->second.first;
+    span[c] = static_cast<uint8_t>(it->second.second - it->second.first);
+  }
   for (size_t row = 0; row < s->symbols.size(); row += channels) {
     uint8_t* sym = s->symbols.data() + row;
+    if (all_runs) {
+      // Branch-free byte arithmetic, so that it vectorises: v is outside [lo, hi] when v - lo (mod 256)
+      // exceeds hi - lo. The escape symbol (0) is below every run, so it counts as outside and stays 0.
+      uint8_t any_out = 0;
+      for (size_t c = 0; c < channels; ++c) {
+        const uint8_t v = sym[c];
+        const uint8_t out = static_cast<uint8_t>(v - lo[c]) > span[c] ? 0xff : 0;
+        sym[c] = static_cast<uint8_t>(v & ~out);
+        any_out |= out;
+      }
+      if (any_out == 0) continue;
+    } else {
+      for (size_t c = 0; c < channels; ++c) {
+        // Covers the escape itself when the model gives it frequency 0 (RansEncode then reports it).
+        if (models[c]->frequencies()[sym[c]] == 0) sym[c] = codec::kEscapeSymbol;
+      }
+    }
     for (size_t c = 0; c < channels; ++c) {
-      if (freq[c][sym[c]] == 0) sym[c] = codec::kEscapeSymbol;  // covers the escape itself when freq[0] = 0
       if (sym[c] == codec::kEscapeSymbol) s->escapes.push_back(FloatToHalf(x[row + c]));
     }
   }
@@ -98,21 +149,22 @@ void EscapeUncodable(const std::vector<const codec::RansModel*>& models, const s
 Status FinishLossySegment(const std::vector<uint16_t>& sinks, const std::vector<uint8_t>& params, const Symbols& s,
                           const std::vector<const codec::RansModel*>& models, std::vector<uint8_t>* out,
                           EncodeStats* stats) {
-  std::vector<uint8_t> stream;
-  KVSTREAM_RETURN_IF_ERROR(codec::RansEncode(s.symbols.data(), s.symbols.size(), models.data(), models.size(), &stream));
-  if (stream.size() > std::numeric_limits<uint32_t>::max() || s.escapes.size() > std::numeric_limits<uint32_t>::max()) {
-    return Status::ResourceExhausted("segment exceeds 4 GiB");
-  }
+  if (s.escapes.size() > std::numeric_limits<uint32_t>::max()) return Status::ResourceExhausted("segment exceeds 4 GiB");
   ByteWriter w(out);
-  w.U32(static_cast<uint32_t>(stream.size()));
+  const size_t stream_bytes_at = out->size();
+  w.U32(0);  // the stream's size, known once it is coded into place
   w.U32(static_cast<uint32_t>(s.escapes.size()));
   w.Raw(sinks.data(), sinks.size() * 2);
   w.Raw(params.data(), params.size());
-  w.Raw(stream.data(), stream.size());
+  const size_t stream_at = out->size();
+  KVSTREAM_RETURN_IF_ERROR(codec::RansEncode(s.symbols.data(), s.symbols.size(), models.data(), models.size(), out));
+  const size_t stream_bytes = out->size() - stream_at;
+  if (stream_bytes > std::numeric_limits<uint32_t>::max()) return Status::ResourceExhausted("segment exceeds 4 GiB");
+  for (int b = 0; b < 4; ++b) (*out)[stream_bytes_at + b] = static_cast<uint8_t>(stream_bytes >> (8 * b));
   w.Raw(s.escapes.data(), s.escapes.size() * 2);
   if (stats) {
     stats->coded_symbols = s.symbols.size();
-    stats->coded_bits = 8.0 * static_cast<double>(stream.size());
+    stats->coded_bits = 8.0 * static_cast<double>(stream_bytes);
     stats->ideal_bits = codec::RansIdealBits(s.symbols.data(), s.symbols.size(), models.data(), models.size());
     stats->escapes = s.escapes.size();
     stats->sink_values = sinks.size();
@@ -150,10 +202,10 @@ float StepFor(const LevelSpec& spec, int64_t layer, int kv, float base) {
 Status EncodeChannelUniform(const SegmentJob& job, const LevelSpec& spec, const Profile* profile, int64_t sinks,
                             std::vector<uint8_t>* out, EncodeStats* stats) {
   const int64_t tokens = job.view->tokens(), channels = job.view->channels();
-  const std::vector<float> all = LoadSlice(*job.view, job.layer);
+  const std::unique_ptr<float[]> all = LoadSlice(*job.view, job.layer);
   std::vector<uint16_t> sink_values(static_cast<size_t>(sinks * channels));
   for (size_t i = 0; i < sink_values.size(); ++i) sink_values[i] = FloatToHalf(all[i]);
-  const std::vector<float> x(all.begin() + sinks * channels, all.end());
+  const float* const x = all.get() + sinks * channels;  // the coded rows
   const int64_t coded = tokens - sinks;
   std::vector<float> mean(static_cast<size_t>(channels)), step(static_cast<size_t>(channels));
   std::vector<uint8_t> params;
@@ -195,16 +247,13 @@ Status EncodeChannelUniform(const SegmentJob& job, const LevelSpec& spec, const 
     for (int64_t c = 0; c < channels; ++c) pw.U16(FloatToHalf(mean[c]));
   }
   Symbols s;
-  s.symbols.resize(x.size());
+  s.symbols.resize(static_cast<size_t>(coded * channels));
   std::vector<float> inv(static_cast<size_t>(channels));
   for (int64_t c = 0; c < channels; ++c) inv[c] = 1.0f / step[c];
   for (int64_t t = 0; t < coded; ++t) {
-    for (int64_t c = 0; c < channels; ++c) {
-      const size_t i = static_cast<size_t>(t * channels + c);
-      int q = 0;
-      s.symbols[i] = codec::QuantizeNearest(x[i], mean[c], inv[c], codec::kMaxAbsQ, &q) ? codec::QToSymbol(q)
-                                                                                       : codec::kEscapeSymbol;
-    }
+    const float* row = x + t * channels;
+    uint8_t* sym = s.symbols.data() + t * channels;
+    for (int64_t c = 0; c < channels; ++c) sym[c] = codec::QuantizeToSymbol(row[c], mean[c], inv[c]);
   }
   std::vector<const codec::RansModel*> models;
   codec::TableBank bank;
@@ -225,16 +274,16 @@ Status EncodeChannelUniform(const SegmentJob& job, const LevelSpec& spec, const 
 
 Status EncodeCacheGen(const SegmentJob& job, const LevelSpec& spec, std::vector<uint8_t>* out, EncodeStats* stats) {
   const int64_t tokens = job.view->tokens(), channels = job.view->channels();
-  const std::vector<float> x = LoadSlice(*job.view, job.layer);
+  const std::unique_ptr<float[]> x = LoadSlice(*job.view, job.layer);
   const int bins = spec.cachegen_bins[job.kv][job.layer < spec.fine_layers[job.kv] ? 0 : 1];
   const int range = codec::CacheGenRange(bins);
   std::vector<uint8_t> params;
   ByteWriter pw(&params);
   pw.U8(static_cast<uint8_t>(bins));
   Symbols s;
-  s.symbols.resize(x.size());
+  s.symbols.resize(static_cast<size_t>(tokens * channels));
   for (int64_t t = 0; t < tokens; ++t) {
-    const float* row = x.data() + t * channels;
+    const float* row = x.get() + t * channels;
     float max_abs = 0;
     for (int64_t c = 0; c < channels; ++c) {
       if (std::isfinite(row[c])) max_abs = std::max(max_abs, std::fabs(row[c]));
@@ -257,7 +306,7 @@ Status EncodeCacheGen(const SegmentJob& job, const LevelSpec& spec, std::vector<
   KVSTREAM_ASSIGN_OR_RETURN(codec::TableBank bank, BestInChunkBank(s, static_cast<size_t>(channels)));
   const auto models = bank.ChannelModels(0, static_cast<size_t>(channels));
   codec::WriteTableBank(bank, pw);
-  EscapeUncodable(models, x, &s);
+  EscapeUncodable(models, x.get(), &s);
   KVSTREAM_RETURN_IF_ERROR(FinishLossySegment({}, params, s, models, out, stats));
   if (stats) stats->table_bytes = params.size() - static_cast<size_t>(2 * tokens);  // the token scales are not tables
   return Status::Ok();
@@ -266,12 +315,12 @@ Status EncodeCacheGen(const SegmentJob& job, const LevelSpec& spec, std::vector<
 // Level int8 (common/int8_row.h): per-token fp16 scale, then the int8 values, uncoded.
 void EncodeInt8(const SegmentJob& job, std::vector<uint8_t>* out) {
   const int64_t tokens = job.view->tokens(), channels = job.view->channels();
-  const std::vector<float> x = LoadSlice(*job.view, job.layer);
+  const std::unique_ptr<float[]> x = LoadSlice(*job.view, job.layer);
   ByteWriter w(out);
   std::vector<uint16_t> scales(static_cast<size_t>(tokens));
   for (int64_t t = 0; t < tokens; ++t) scales[t] = Int8RowScale(&x[t * channels], channels);
   w.Raw(scales.data(), scales.size() * 2);
-  std::vector<int8_t> q(x.size());
+  std::vector<int8_t> q(static_cast<size_t>(tokens * channels));
   for (int64_t t = 0; t < tokens; ++t) {
     const float inverse = Int8InverseScale(scales[t]);
     for (int64_t c = 0; c < channels; ++c) q[t * channels + c] = QuantizeInt8(x[t * channels + c], inverse);

@@ -155,11 +155,7 @@ Result<Profile> ProfileBuilder::Build() const {
           level.steps[first + c] = step;
           inv[c] = 1.0f / step;
         }
-        for_each(l, kv, [&](int c, float x) {
-          int q = 0;
-          const bool ok = codec::QuantizeNearest(x, d->means[first + c], inv[c], codec::kMaxAbsQ, &q);
-          ++hist[first + c][ok ? codec::QToSymbol(q) : codec::kEscapeSymbol];
-        });
+        for_each(l, kv, [&](int c, float x) { ++hist[first + c][codec::QuantizeToSymbol(x, d->means[first + c], inv[c])]; });
       }
     }
     codec::ClusterOptions co;
