@@ -17,7 +17,7 @@ Status RunProfile(const Args& args) {
   KVSTREAM_ASSIGN_OR_RETURN(std::string out_path, args.Require("out"));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t contexts, args.GetInt("contexts", 4));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t context_tokens, args.GetInt("context-tokens", 512));
-  KVSTREAM_ASSIGN_OR_RETURN(int64_t max_tables, args.GetInt("max-tables", 64));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t max_tables, args.GetInt("max-tables", 16));
   KVSTREAM_ASSIGN_OR_RETURN(double exponent, args.GetDouble("channel-exponent", 0.0));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t chunk_tokens, args.GetInt("chunk-tokens", 256));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t eval_tokens, args.GetInt("eval-tokens", 128));
@@ -112,7 +112,8 @@ KVSTREAM_REGISTER_COMMAND(profile, {
     "  --text FILE            sample text (default /usr/share/common-licenses/GPL-3)\n"
     "  --contexts N           sample windows (default 4)\n"
     "  --context-tokens T     tokens per window (default 512)\n"
-    "  --max-tables K         rANS tables per level shared by all channels, 1..255 (default 64)\n"
+    "  --max-tables K         rANS tables per level shared by all channels, 1..255 (default 16; more give\n"
+    "                         slightly smaller chunks that decode slower)\n"
     "  --channel-exponent A   base step of a channel = S * (std_c / S)^A, S the RMS std of its (layer, K/V);\n"
     "                         0 = one step per (layer, K/V) (default 0), 1 = proportional to the channel std\n"
     "  --chunk-tokens C       chunk size of the held-out measurement (default 256)\n"
