@@ -176,7 +176,9 @@ Status FinishLossySegment(const std::vector<uint16_t>& sinks, const std::vector<
 Result<codec::TableBank> BestInChunkBank(const Symbols& s, size_t channels) {
   std::vector<codec::Histogram> hist(channels);
   for (auto& h : hist) h.fill(0);
-  for (size_t i = 0; i < s.symbols.size(); ++i) ++hist[i % channels][s.symbols[i]];
+  for (size_t row = 0; row < s.symbols.size(); row += channels) {
+    for (size_t c = 0; c < channels; ++c) ++hist[c][s.symbols[row + c]];
+  }
   // A segment of sink rows only codes no symbol, yet its frame carries a bank: a one-symbol table.
   if (s.symbols.empty()) hist[0][codec::kSymbolZero] = 1;
   std::optional<codec::Clustering> best;
