@@ -22,7 +22,9 @@
 
 namespace kvstream {
 
-inline constexpr uint16_t kProtocolVersion = 1;
+// 2: chunk payloads in chunk format 3 (16-lane rANS streams), so peers with different chunk formats are
+// refused at the handshake instead of failing on every chunk.
+inline constexpr uint16_t kProtocolVersion = 2;
 
 // ---------------------------------------------------------------------------------------------------
 // Data plane
