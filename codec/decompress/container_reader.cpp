@@ -60,10 +60,11 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
                                std::to_string(kChunkFixedHeaderBytes));
   }
   KVSTREAM_RETURN_IF_ERROR(in.Need(kChunkFixedHeaderBytes - 8, "fixed header"));
-  uint8_t level_byte, scheme, source_dtype, stored_dtype, flags, sink_rows;
-  uint16_t reserved16;
-  uint32_t layers, tokens, channels, segment_count;
-  uint64_t token_begin, reserved64;
+  // Zero-initialised: the reads below cannot fail after Need(), but GCC's -O1 cannot see that.
+  uint8_t level_byte = 0, scheme = 0, source_dtype = 0, stored_dtype = 0, flags = 0, sink_rows = 0;
+  uint16_t reserved16 = 0;
+  uint32_t layers = 0, tokens = 0, channels = 0, segment_count = 0;
+  uint64_t token_begin = 0, reserved64 = 0;
   KVSTREAM_RETURN_IF_ERROR(in.U8(&level_byte, "level"));
   KVSTREAM_RETURN_IF_ERROR(in.U8(&scheme, "scheme"));
   KVSTREAM_RETURN_IF_ERROR(in.U8(&source_dtype, "source dtype"));
