@@ -405,7 +405,9 @@ void ExpectSameVerdict(const std::vector<uint8_t>& stream, const std::vector<con
     const Status st = Decode(path, stream, ptrs, &other);
     ASSERT_EQ(s0.code(), st.code()) << PathName(path) << ": " << s0.ToString() << " vs " << st.ToString();
     ASSERT_EQ(s0.message(), st.message()) << PathName(path);
-    if (s0.ok()) ASSERT_EQ(first, other) << PathName(path);
+    if (s0.ok()) {
+      ASSERT_EQ(first, other) << PathName(path);
+    }
   }
   if (s0.ok()) {
     for (uint8_t s : first) ASSERT_LT(s, alphabet);
@@ -525,8 +527,12 @@ TEST(Rans, APairOfStreamsDecodesLikeTwoSingleStreams) {
     EXPECT_EQ(b_st.ToString(), b_want.ToString()) << "corrupt " << corrupt;
     EXPECT_EQ(a_st.ok(), corrupt != 0);
     EXPECT_EQ(b_st.ok(), corrupt != 1);
-    if (a_st.ok()) EXPECT_EQ(a_out, a_symbols);
-    if (b_st.ok()) EXPECT_EQ(b_out, b_symbols);
+    if (a_st.ok()) {
+      EXPECT_EQ(a_out, a_symbols);
+    }
+    if (b_st.ok()) {
+      EXPECT_EQ(b_out, b_symbols);
+    }
   }
 }
 
