@@ -226,7 +226,7 @@ TEST(ControlPlane, UnknownTypeIsRejectedAndClosed) {
 TEST(ControlPlane, TruncatedPayloadIsRejectedAndClosed) {
   auto frame = HelloFrame();
   frame[0] = static_cast<uint8_t>(frame[0] - 5);  // the header claims fewer bytes than the Hello needs
-  frame.resize(frame.size() - 5);
+  frame.erase(frame.end() - 5, frame.end());  // (a resize to size - 5 trips GCC 12's -Wstringop-overflow)
   ExpectDisconnectedWithError(frame, "truncated");
 }
 
