@@ -72,6 +72,14 @@ bool Avx2Enabled() {
 }
 #endif
 
+// The group kernel of this CPU.
+void DecodeGroups(RansGroupCursor& c) {
+#if defined(__x86_64__) || defined(_M_X64)
+  if (Avx2Enabled()) return RansDecodeGroupsAvx2(c);
+#endif
+  DecodeGroupsPortable(c);
+}
+
 // One stream: Start validates it and loads its states, the group kernels take its bulk through
 // cursor(), Finish decodes the rest with the checked step and checks how the stream ends.
 class StreamDecoder {
@@ -131,12 +139,7 @@ class StreamDecoder {
 
   Status Finish() {
     if (job_.n == 0) return Status::Ok();
-    if (cursor_.group < cursor_.group_end) {
-#if defined(__x86_64__) || defined(_M_X64)
-      if (Avx2Enabled()) RansDecodeGroupsAvx2(cursor_);
-#endif
-      DecodeGroupsPortable(cursor_);  // all of it without AVX2; with AVX2, nothing is left for it
-    }
+    if (cursor_.group < cursor_.group_end) DecodeGroups(cursor_);
     const uint8_t*& pos = cursor_.pos;
     const uint8_t* const end = cursor_.end;
     size_t i = cursor_.group * kLanes;
