@@ -55,6 +55,8 @@ class ByteWriter {
     out_->resize(at + n);
     std::memcpy(out_->data() + at, p, n);
   }
+  // Overwrites 4 bytes written earlier at offset `at` (a size known only after what follows it).
+  void PatchU32(size_t at, uint32_t v) { std::memcpy(out_->data() + at, &v, 4); }
   size_t size() const { return out_->size(); }
 
  private:

@@ -160,7 +160,7 @@ Status FinishLossySegment(const std::vector<uint16_t>& sinks, const std::vector<
   KVSTREAM_RETURN_IF_ERROR(codec::RansEncode(s.symbols.data(), s.symbols.size(), models.data(), models.size(), out));
   const size_t stream_bytes = out->size() - stream_at;
   if (stream_bytes > std::numeric_limits<uint32_t>::max()) return Status::ResourceExhausted("segment exceeds 4 GiB");
-  for (int b = 0; b < 4; ++b) (*out)[stream_bytes_at + b] = static_cast<uint8_t>(stream_bytes >> (8 * b));
+  w.PatchU32(stream_bytes_at, static_cast<uint32_t>(stream_bytes));
   w.Raw(s.escapes.data(), s.escapes.size() * 2);
   if (stats) {
     stats->coded_symbols = s.symbols.size();
