@@ -151,8 +151,7 @@ class SegmentDecoder {
 
   // Reads the segment's parameters and tables and locates its rANS stream and escapes.
   Status ParseLossy() {
-    uint32_t stream_bytes = 0;
-    KVSTREAM_RETURN_IF_ERROR(in_.U32(&stream_bytes, "stream bytes"));
+    KVSTREAM_RETURN_IF_ERROR(in_.U32(&stream_bytes_, "stream bytes"));
     KVSTREAM_RETURN_IF_ERROR(in_.U32(&escape_count_, "escape count"));
     const int64_t sinks = info_.sink_rows;  // validated by the container reader: <= tokens
     const size_t n_c = static_cast<size_t>(channels());
@@ -210,8 +209,7 @@ class SegmentDecoder {
       KVSTREAM_RETURN_IF_ERROR(codec::ReadTableBank(in_, static_cast<size_t>(channels()), &own_bank_));
       models_ = own_bank_.ChannelModels(0, static_cast<size_t>(channels()));
     }
-    stream_bytes_ = stream_bytes;
-    KVSTREAM_RETURN_IF_ERROR(in_.Span(stream_bytes, &stream_, "rANS stream"));
+    KVSTREAM_RETURN_IF_ERROR(in_.Span(stream_bytes_, &stream_, "rANS stream"));
     KVSTREAM_RETURN_IF_ERROR(in_.Span(size_t{2} * escape_count_, &escapes_, "escape values"));
     if (in_.remaining() != 0) {
       return Status::CorruptData(in_.what() + ": " + std::to_string(in_.remaining()) + " bytes left over after the escapes");
@@ -282,7 +280,7 @@ class SegmentDecoder {
   std::vector<const codec::RansModel*> models_;
   const uint8_t* sink_values_ = nullptr;
   const uint8_t* stream_ = nullptr;
-  size_t stream_bytes_ = 0;
+  uint32_t stream_bytes_ = 0;
   const uint8_t* escapes_ = nullptr;
   uint32_t escape_count_ = 0;
   std::vector<uint8_t> symbols_;
