@@ -29,6 +29,7 @@ struct CodecBenchOptions {
   int threads = 1;       // for decode_gbps
   int repetitions = 3;   // timing: best of
   double min_seconds = 0.3;  // each timing repeats whole passes until at least this long (or 1 pass)
+  bool transform = false;    // also learn the transform scheme and measure it ("kvstream-transform" rows)
 };
 
 struct CodecBenchRow {

@@ -16,8 +16,9 @@ constexpr int kCalibrationTokens = 2048;
 
 class KvstreamLevelCodec final : public BaselineCodec {
  public:
-  KvstreamLevelCodec(std::shared_ptr<const Profile> profile, Level level) : profile_(std::move(profile)), level_(level) {}
-  std::string method() const override { return "kvstream"; }
+  KvstreamLevelCodec(std::shared_ptr<const Profile> profile, Level level, QuantScheme scheme)
+      : profile_(std::move(profile)), level_(level), scheme_(scheme) {}
+  std::string method() const override { return scheme_ == QuantScheme::kTransform ? "kvstream-transform" : "kvstream"; }
   Level level() const override { return level_; }
 
   Status Encode(const KvChunk16& chunk, std::vector<uint8_t>* out, EncodeStats* stats) const override {
@@ -29,6 +30,7 @@ class KvstreamLevelCodec final : public BaselineCodec {
     EncodeOptions options;
     options.level = level_;
     options.profile = IsLossyLevel(level_) ? profile_.get() : nullptr;
+    options.scheme = scheme_;
     options.stats = stats ? &codec_stats : nullptr;
     KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, EncodeChunk(in, options));
     if (stats) {
@@ -50,13 +52,20 @@ class KvstreamLevelCodec final : public BaselineCodec {
  private:
   std::shared_ptr<const Profile> profile_;
   Level level_;
+  QuantScheme scheme_;
 };
 
-// The ladder's levels plus int8 and fp16, sharing one profile.
+// The ladder's levels (in both schemes when the profile has a transform) plus int8 and fp16, sharing one
+// profile.
 std::vector<std::unique_ptr<BaselineCodec>> LevelCodecs(Profile profile) {
   auto shared = std::make_shared<const Profile>(std::move(profile));
   std::vector<std::unique_ptr<BaselineCodec>> codecs;
   for (const LevelSpec& spec : shared->ladder()) codecs.push_back(MakeKvstreamLevelCodec(shared, spec.level));
+  if (shared->has_transform()) {
+    for (const LevelSpec& spec : shared->ladder()) {
+      codecs.push_back(MakeKvstreamLevelCodec(shared, spec.level, QuantScheme::kTransform));
+    }
+  }
   codecs.push_back(MakeKvstreamLevelCodec(shared, kLevelInt8));
   codecs.push_back(MakeKvstreamLevelCodec(shared, kLevelFp16));
   return codecs;
@@ -64,8 +73,8 @@ std::vector<std::unique_ptr<BaselineCodec>> LevelCodecs(Profile profile) {
 
 }  // namespace
 
-std::unique_ptr<BaselineCodec> MakeKvstreamLevelCodec(std::shared_ptr<const Profile> profile, Level level) {
-  return std::make_unique<KvstreamLevelCodec>(std::move(profile), level);
+std::unique_ptr<BaselineCodec> MakeKvstreamLevelCodec(std::shared_ptr<const Profile> profile, Level level, QuantScheme scheme) {
+  return std::make_unique<KvstreamLevelCodec>(std::move(profile), level, scheme);
 }
 
 CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t offset, const std::string& profile_path,
@@ -98,6 +107,8 @@ CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t o
     KVSTREAM_RETURN_IF_ERROR(model.Forward(tokens, cache, nullptr));
     ProfileOptions po;
     po.model = model.config().name.substr(0, 255);
+    po.transform = options.transform;
+    po.rope = {model.config().head_dim, model.config().rope_theta, model.config().rope_layout};
     ProfileBuilder builder(po);
     KVSTREAM_RETURN_IF_ERROR(builder.AddSample(cache.keys(), cache.values()));
     KVSTREAM_ASSIGN_OR_RETURN(Profile profile, builder.Build());

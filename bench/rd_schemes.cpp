@@ -6,6 +6,8 @@
 #include <random>
 #include <unordered_map>
 
+#include "codec/common/key_rotation.h"
+#include "codec/compress/symmetric_eigen.h"
 #include "common/half.h"
 
 namespace kvstream::bench {
@@ -260,72 +262,9 @@ class LayerNoiseTransform final : public KvTransform {
 };
 
 // ---- KVTC-style transform coding ----
-// RoPE angles as the model computes them (float), for de-rotating and re-rotating keys.
-class Rope {
- public:
-  Rope(const KvBasisOptions& o, int channels) : o_(o), heads_(channels / o.head_dim), half_(o.head_dim / 2) {}
-  // sign -1 undoes the rotation of position t, +1 applies it.
-  void Rotate(float* x, int t, float sign) const {
-    for (int i = 0; i < half_; ++i) {
-      const float freq = 1.0f / std::pow(o_.rope_theta, static_cast<float>(2 * i) / static_cast<float>(o_.head_dim));
-      const float angle = static_cast<float>(t) * freq;
-      const float c = std::cos(angle), s = sign * std::sin(angle);
-      for (int h = 0; h < heads_; ++h) {
-        float* v = x + static_cast<size_t>(h) * o_.head_dim;
-        const int a = o_.rope_layout == RopeLayout::kInterleaved ? 2 * i : i;
-        const int b = o_.rope_layout == RopeLayout::kInterleaved ? 2 * i + 1 : i + half_;
-        const float x0 = v[a], x1 = v[b];
-        v[a] = x0 * c - x1 * s;
-        v[b] = x0 * s + x1 * c;
-      }
-    }
-  }
-
- private:
-  KvBasisOptions o_;
-  int heads_, half_;
-};
-
-// Cyclic Jacobi eigensolver for a symmetric n x n matrix (row-major, destroyed): eigenvalues into w,
-// eigenvectors as the columns of v.
-void JacobiEigen(std::vector<double>& a, int n, std::vector<double>& w, std::vector<double>& v) {
-  v.assign(static_cast<size_t>(n) * n, 0.0);
-  for (int i = 0; i < n; ++i) v[static_cast<size_t>(i) * n + i] = 1.0;
-  auto A = [&](int r, int c) -> double& { return a[static_cast<size_t>(r) * n + c]; };
-  auto V = [&](int r, int c) -> double& { return v[static_cast<size_t>(r) * n + c]; };
-  double diag = 0;
-  for (int i = 0; i < n; ++i) diag += A(i, i) * A(i, i);
-  for (int sweep = 0; sweep < 60; ++sweep) {
-    double off = 0;
-    for (int p = 0; p < n; ++p) for (int q = p + 1; q < n; ++q) off += A(p, q) * A(p, q);
-    if (off <= 1e-26 * diag) break;
-    for (int p = 0; p < n; ++p) {
-      for (int q = p + 1; q < n; ++q) {
-        const double apq = A(p, q);
-        if (std::fabs(apq) < 1e-300) continue;
-        const double theta = (A(q, q) - A(p, p)) / (2 * apq);
-        const double t = (theta >= 0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1));
-        const double c = 1 / std::sqrt(t * t + 1), s = t * c;
-        for (int k = 0; k < n; ++k) {
-          const double akp = A(k, p), akq = A(k, q);
-          A(k, p) = c * akp - s * akq;
-          A(k, q) = s * akp + c * akq;
-        }
-        for (int k = 0; k < n; ++k) {
-          const double apk = A(p, k), aqk = A(q, k);
-          A(p, k) = c * apk - s * aqk;
-          A(q, k) = s * apk + c * aqk;
-        }
-        for (int k = 0; k < n; ++k) {
-          const double vkp = V(k, p), vkq = V(k, q);
-          V(k, p) = c * vkp - s * vkq;
-          V(k, q) = s * vkp + c * vkq;
-        }
-      }
-    }
-  }
-  w.resize(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) w[static_cast<size_t>(i)] = A(i, i);
+// The codec's RoPE (codec/common/key_rotation.h) for positions [0, positions).
+codec::RopeTable RopeOf(const KvBasisOptions& o, int positions) {
+  return codec::RopeTable(RopeSpec{o.head_dim, o.rope_theta, o.rope_layout}, 0, positions);
 }
 
 class TransformCodingScheme final : public RdScheme {
@@ -344,7 +283,7 @@ class TransformCodingScheme final : public RdScheme {
   double Quantise(KvCache& cache, SymbolSink& sink) const override {
     const int L = cache.layers, C = cache.kv_dim, T = cache.tokens;
     const int sinks = std::min(o_.sink_tokens, T);
-    const Rope rope(b_.options, C);
+    const codec::RopeTable rope = RopeOf(b_.options, T);
     std::vector<float> y(static_cast<size_t>(C)), z(static_cast<size_t>(C)), p(static_cast<size_t>(C));
     for (int kv = 0; kv < 2; ++kv) {
       const bool derot = kv == 0 && b_.options.derotate_keys;
@@ -369,7 +308,7 @@ class TransformCodingScheme final : public RdScheme {
             continue;
           }
           for (int c = 0; c < C; ++c) y[c] = x[c];
-          if (derot) rope.Rotate(y.data(), t, -1.0f);
+          if (derot) rope.Unrotate(y.data(), t, C);
           for (int c = 0; c < C; ++c) y[c] -= mean[c];
           // Projections on every component at once (B^T's rows are contiguous, so the loop vectorises).
           std::fill(p.begin(), p.end(), 0.0f);
@@ -387,7 +326,7 @@ class TransformCodingScheme final : public RdScheme {
             for (int c = 0; c < C; ++c) z[c] += zq * u[c];
           }
           for (int c = 0; c < C; ++c) x[c] = mean[c] + z[c];
-          if (derot) rope.Rotate(x, t, 1.0f);
+          if (derot) rope.Rotate(x, t, C);
         }
       }
     }
@@ -479,7 +418,7 @@ Result<KvBasis> LearnKvBasis(const KvCache& cal, const KvBasisOptions& options) 
   b.options = options;
   b.layers = L;
   b.channels = C;
-  const Rope rope(options, C);
+  const codec::RopeTable rope = RopeOf(options, cal.tokens);
   const double n = cal.tokens - first;
   std::vector<float> y(static_cast<size_t>(C));
   for (int kv = 0; kv < 2; ++kv) {
@@ -493,7 +432,7 @@ Result<KvBasis> LearnKvBasis(const KvCache& cal, const KvBasisOptions& options) 
         const float* x = Row(cal, kv, l, t);
         for (int c = 0; c < C; ++c) s1_stored[c] += x[c], s2_stored[c] += double{x[c]} * x[c];
         std::copy(x, x + C, y.begin());
-        if (derot) rope.Rotate(y.data(), t, -1.0f);
+        if (derot) rope.Unrotate(y.data(), t, C);
         for (int r = 0; r < C; ++r) {
           s1[r] += y[r];
           for (int c = r; c < C; ++c) cov[static_cast<size_t>(r) * C + c] += double{y[r]} * y[c];
@@ -517,15 +456,10 @@ Result<KvBasis> LearnKvBasis(const KvCache& cal, const KvBasisOptions& options) 
         for (int c = 0; c < C; ++c) basis[static_cast<size_t>(c) * C + c] = 1.0f, var[c] = cov[static_cast<size_t>(c) * C + c];
         continue;
       }
-      std::vector<double> w, vec;
-      JacobiEigen(cov, C, w, vec);
-      std::vector<int> order(static_cast<size_t>(C));
-      for (int i = 0; i < C; ++i) order[static_cast<size_t>(i)] = i;
-      std::sort(order.begin(), order.end(), [&](int a, int c) { return w[static_cast<size_t>(a)] > w[static_cast<size_t>(c)]; });
+      const codec::Eigen eigen = codec::SymmetricEigen(std::move(cov), C);
       for (int j = 0; j < C; ++j) {
-        const int e = order[static_cast<size_t>(j)];
-        var[j] = std::max(0.0, w[static_cast<size_t>(e)]);
-        for (int c = 0; c < C; ++c) basis[static_cast<size_t>(j) * C + c] = static_cast<float>(vec[static_cast<size_t>(c) * C + e]);
+        var[j] = std::max(0.0, eigen.values[static_cast<size_t>(j)]);
+        for (int c = 0; c < C; ++c) basis[static_cast<size_t>(j) * C + c] = static_cast<float>(eigen.vectors[static_cast<size_t>(j) * C + c]);
       }
       for (int i = 0; i < C; ++i) {
         for (int j = 0; j < C; ++j) {

@@ -20,7 +20,8 @@ Result<DType> ParseDType(const std::string& s) {
 Result<QuantScheme> ParseScheme(const std::string& s) {
   if (s == "channel-uniform") return QuantScheme::kChannelUniform;
   if (s == "cachegen-token") return QuantScheme::kCacheGenToken;
-  return Status::InvalidArgument("--scheme = " + s + ", expected channel-uniform or cachegen-token");
+  if (s == "transform") return QuantScheme::kTransform;
+  return Status::InvalidArgument("--scheme = " + s + ", expected channel-uniform, cachegen-token or transform");
 }
 
 Status RunEncode(const Args& args) {
@@ -126,8 +127,9 @@ KVSTREAM_REGISTER_COMMAND(encode, {
     "  --level L          1..15 (lossy, 1 = finest; the ladder of the profile or the default ladder), fp16,\n"
     "                     int8 or text (default 1)\n"
     "  --profile P        profile file from `kvstream profile` (default: none, chunks carry their own tables)\n"
-    "  --scheme S         lossy quantiser: channel-uniform (default) or cachegen-token (CacheGen's released\n"
-    "                     per-token scheme, always with in-chunk tables)\n"
+    "  --scheme S         lossy quantiser: channel-uniform (default), transform (PCA of de-rotated keys and\n"
+    "                     of values; needs a profile made with --transform) or cachegen-token (CacheGen's\n"
+    "                     released per-token scheme, always with in-chunk tables)\n"
     "  --dtype D          dtype the KV is handed over in: f16 (default), bf16 or f32\n"
     "  --codec-threads N  threads encoding a chunk's segments (default 1)\n"
     "  --tokenizer PATH   tokenizer overriding the one found with the model\n"

@@ -22,6 +22,7 @@ Status InspectProfileFile(const std::string& path) {
   KVSTREAM_ASSIGN_OR_RETURN(Profile p, LoadProfileFile(path));
   std::printf("%s: kvstream profile\n  model      %s\n  hash       %s\n  bytes      %zu\n  shape      %d layers x %d channels\n",
               path.c_str(), p.model().c_str(), HashHex(p.hash()).c_str(), p.bytes().size(), p.layers(), p.channels());
+  std::printf("  transform  %s\n", p.has_transform() ? "yes (PCA bases of de-rotated keys and values)" : "no");
   std::printf("  level  key-step  value-step  fine-layers(K,V)  cachegen-bins(K fine/other, V fine/other)  top1    ppl%%    kl       bits\n");
   for (size_t i = 0; i < p.ladder().size(); ++i) {
     const LevelSpec& s = p.ladder()[i];
@@ -46,7 +47,7 @@ Status InspectChunkFile(const std::string& path, bool segments) {
   if (IsLossyLevel(c.level)) {
     std::printf("  scheme       %s\n", QuantSchemeName(c.scheme));
     std::printf("  tables       %s\n", c.in_chunk_tables ? "in the chunk" : ("profile " + HashHex(c.profile_hash)).c_str());
-    if (c.scheme == QuantScheme::kChannelUniform) {
+    if (c.scheme != QuantScheme::kCacheGenToken) {
       std::printf("  sink rows    %lld (exact fp16: context positions < 4)\n", static_cast<long long>(c.sink_rows));
     }
   }

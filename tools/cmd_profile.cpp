@@ -43,6 +43,8 @@ Status RunProfile(const Args& args) {
   options.model = model->config().name.substr(0, 255);
   options.max_tables = static_cast<int>(max_tables);
   options.channel_exponent = static_cast<float>(exponent);
+  options.transform = args.Has("transform");
+  options.rope = {model->config().head_dim, model->config().rope_theta, model->config().rope_layout};
   ProfileBuilder builder(options);
   for (int64_t i = 0; i < contexts; ++i) {
     std::vector<int> window(ids.begin() + i * context_tokens, ids.begin() + (i + 1) * context_tokens);
@@ -89,6 +91,22 @@ Status RunProfile(const Args& args) {
     }
     KVSTREAM_ASSIGN_OR_RETURN(profile, profile.WithQuality(spec.level, q));
   }
+  if (learned->has_transform()) {
+    std::printf("transform scheme (kvstream encode --scheme transform), same held-out context:\n");
+    std::printf("  level  bits/value%s\n", measure ? "           top1     ppl-delta%  kl-mean" : "");
+    for (const LevelSpec& spec : learned->ladder()) {
+      const auto codec = bench::MakeCodecTransform(bench::MakeKvstreamLevelCodec(learned, spec.level, QuantScheme::kTransform),
+                                                   static_cast<int>(chunk_tokens));
+      KvCache cache = meter.context_cache();
+      KVSTREAM_ASSIGN_OR_RETURN(double bits, codec->Apply(cache));
+      if (!measure) {
+        std::printf("  L%-5d %.4f\n", spec.level, bits);
+        continue;
+      }
+      KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(*codec));
+      std::printf("  L%-5d %-20.4f %-8.4f %-+11.3f %.5f\n", spec.level, bits, r.top1_agreement, r.ppl_delta_pct, r.kl_mean);
+    }
+  }
   KVSTREAM_RETURN_IF_ERROR(WriteFileBytes(out_path, profile.bytes().data(), profile.bytes().size()));
   std::printf("wrote %s: %zu bytes, hash %s\n", out_path.c_str(), profile.bytes().size(), HashHex(profile.hash()).c_str());
   return Status::Ok();
@@ -101,7 +119,7 @@ KVSTREAM_REGISTER_COMMAND(profile, {
     "learn a model's codec profile (level ladder, quantisation parameters, entropy tables)",
     "usage: kvstream profile --model M --out PROFILE [--text FILE] [--contexts N] [--context-tokens T]\n"
     "                        [--max-tables K] [--channel-exponent A] [--chunk-tokens C] [--eval-tokens E]\n"
-    "                        [--measure] [--tokenizer PATH] [--threads N]\n\n"
+    "                        [--transform] [--measure] [--tokenizer PATH] [--threads N]\n\n"
     "Prefills N windows of T tokens of the text, learns per (layer, K/V, channel) means and steps and a bank\n"
     "of K rANS tables per level from their KV, then encodes the next window (held out) at every level, with\n"
     "the profile and with in-chunk tables, and prints the bits per value. --measure also scores the E tokens\n"
@@ -118,12 +136,16 @@ KVSTREAM_REGISTER_COMMAND(profile, {
     "                         0 = one step per (layer, K/V) (default 0), 1 = proportional to the channel std\n"
     "  --chunk-tokens C       chunk size of the held-out measurement (default 256)\n"
     "  --eval-tokens E        continuation tokens scored by --measure (default 128)\n"
+    "  --transform            also learn the transform scheme (kvstream encode --scheme transform): a PCA\n"
+    "                         basis per (layer, K/V) of the keys with RoPE undone and of the values; adds\n"
+    "                         2 x layers x channels^2 floats to the profile and a transform column to the\n"
+    "                         report (the recorded quality stays the channel-uniform scheme's)\n"
     "  --measure              measure and record each level's quality (top-1 agreement, ppl, KL)\n"
     "  --tokenizer PATH       tokenizer overriding the one found with the model\n"
     "  --threads N            OpenBLAS threads for the forward pass (default 0 = all cores)",
     {"model", "out", "text", "contexts", "context-tokens", "max-tables", "channel-exponent", "chunk-tokens", "eval-tokens",
      "tokenizer", "threads"},
-    {"measure"},
+    {"measure", "transform"},
     RunProfile,
 });
 

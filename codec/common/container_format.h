@@ -29,7 +29,7 @@ inline int64_t SinkRows(int64_t token_begin, int64_t tokens) {
 }
 
 inline constexpr uint8_t kProfileMagic[4] = {'K', 'V', 'P', 'F'};
-inline constexpr uint16_t kProfileVersion = 1;
+inline constexpr uint16_t kProfileVersion = 2;  // 2: optional transform section
 
 // Symbol alphabet of the lossy schemes: 0 is the escape (the value follows as fp16 in the segment's
 // escape list); s in [1, 255] is the integer q = s - 128.

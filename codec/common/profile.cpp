@@ -81,6 +81,20 @@ void ProfileData::Finalize() {
     w.Raw(levels[i].steps.data(), levels[i].steps.size() * sizeof(float));
     codec::WriteTableBank(levels[i].bank, w);
   }
+  w.U8(has_transform ? 1 : 0);
+  if (has_transform) {
+    const ProfileTransform& t = transform;
+    w.U32(static_cast<uint32_t>(t.rope.head_dim));
+    w.F32(t.rope.theta);
+    w.U8(static_cast<uint8_t>(t.rope.layout));
+    w.Raw(t.means.data(), t.means.size() * sizeof(float));
+    w.Raw(t.bases.data(), t.bases.size() * sizeof(float));
+    for (const ProfileTransformLevel& level : t.levels) {
+      w.Raw(level.steps.data(), level.steps.size() * sizeof(float));
+      w.Raw(level.kept.data(), level.kept.size() * sizeof(uint32_t));
+      codec::WriteTableBank(level.bank, w);
+    }
+  }
   w.U32(codec::Crc32c(bytes.data(), bytes.size()));
   hash = ProfileHash(bytes.data(), bytes.size());
 }
@@ -109,6 +123,51 @@ Status ReadFloats(ByteReader& in, size_t count, std::vector<float>* out, const c
       return Status::CorruptData(std::string("profile: ") + field + "[" + std::to_string(i) + "] = " +
                                  std::to_string(v) + (positive ? " is not a finite positive number" : " is not finite"));
     }
+  }
+  return Status::Ok();
+}
+
+// The optional transform section (after the levels), checked like the rest.
+Status ReadTransform(ByteReader& in, ProfileData* d) {
+  uint8_t present = 0;
+  KVSTREAM_RETURN_IF_ERROR(in.U8(&present, "transform flag"));
+  KVSTREAM_RETURN_IF_ERROR(CheckRange("transform flag", present, 0, 1));
+  d->has_transform = present == 1;
+  if (!d->has_transform) return Status::Ok();
+  ProfileTransform& t = d->transform;
+  uint32_t head_dim = 0;
+  uint8_t layout = 0;
+  KVSTREAM_RETURN_IF_ERROR(in.U32(&head_dim, "rope head_dim"));
+  KVSTREAM_RETURN_IF_ERROR(in.F32(&t.rope.theta, "rope theta"));
+  KVSTREAM_RETURN_IF_ERROR(in.U8(&layout, "rope layout"));
+  if (head_dim < 2 || head_dim % 2 != 0 || head_dim > static_cast<uint32_t>(d->channels) || d->channels % head_dim != 0) {
+    return Status::CorruptData("profile: rope head_dim = " + std::to_string(head_dim) + " must be even and divide " +
+                               std::to_string(d->channels) + " channels");
+  }
+  if (!std::isfinite(t.rope.theta) || !(t.rope.theta > 0.0f)) {
+    return Status::CorruptData("profile: rope theta = " + std::to_string(t.rope.theta) + " is not a finite positive number");
+  }
+  KVSTREAM_RETURN_IF_ERROR(CheckRange("rope layout", layout, 0, 1));
+  t.rope.head_dim = static_cast<int>(head_dim);
+  t.rope.layout = static_cast<RopeLayout>(layout);
+  const size_t per_level = static_cast<size_t>(d->layers) * 2 * static_cast<size_t>(d->channels);
+  const size_t slices = static_cast<size_t>(d->layers) * 2;
+  KVSTREAM_RETURN_IF_ERROR(ReadFloats(in, per_level, &t.means, "transform means", false));
+  KVSTREAM_RETURN_IF_ERROR(ReadFloats(in, per_level * static_cast<size_t>(d->channels), &t.bases, "transform bases", false));
+  t.levels.resize(d->ladder.size());
+  for (size_t i = 0; i < t.levels.size(); ++i) {
+    ProfileTransformLevel& level = t.levels[i];
+    KVSTREAM_RETURN_IF_ERROR(ReadFloats(in, slices, &level.steps, "transform steps", true));
+    uint64_t bytes = 0;
+    if (!codec::MulWithin(slices, sizeof(uint32_t), in.remaining(), &bytes)) {
+      return Status::CorruptData("profile: transform kept counts need " + std::to_string(slices * 4) + " bytes but only " +
+                                 std::to_string(in.remaining()) + " remain");
+    }
+    level.kept.resize(slices);
+    KVSTREAM_RETURN_IF_ERROR(in.Read(level.kept.data(), bytes, "transform kept counts"));
+    for (uint32_t k : level.kept) KVSTREAM_RETURN_IF_ERROR(CheckRange("transform kept components", k, 0, d->channels));
+    Status st = codec::ReadTableBank(in, per_level, &level.bank);
+    if (!st.ok()) return st.WithContext("transform level " + std::to_string(i + 1));
   }
   return Status::Ok();
 }
@@ -198,8 +257,9 @@ Result<Profile> Profile::Parse(const uint8_t* data, size_t size, const ProfileLi
     d->quality.push_back(q);
     d->levels.push_back(std::move(level));
   }
+  KVSTREAM_RETURN_IF_ERROR(ReadTransform(in, &*d));
   if (in.remaining() != 0) {
-    return Status::CorruptData("profile: " + std::to_string(in.remaining()) + " bytes left over after the last level");
+    return Status::CorruptData("profile: " + std::to_string(in.remaining()) + " bytes left over after the transform section");
   }
   d->bytes.assign(data, data + size);
   d->hash = ProfileHash(data, size);
@@ -219,6 +279,7 @@ Status Profile::CheckShape(int64_t layers, int64_t channels, const std::string& 
 }
 const std::vector<LevelSpec>& Profile::ladder() const { return data_->ladder; }
 const std::vector<LevelQuality>& Profile::quality() const { return data_->quality; }
+bool Profile::has_transform() const { return data_->has_transform; }
 
 Result<Profile> Profile::WithQuality(Level level, const LevelQuality& quality) const {
   if (level < 1 || level > static_cast<Level>(data_->ladder.size())) {

@@ -8,12 +8,30 @@
 
 #include "codec/common/table_bank.h"
 #include "kvstream/profile.h"
+#include "kvstream/rope.h"
 
 namespace kvstream {
 
 struct ProfileLevelData {
   std::vector<float> steps;  // [layer][K/V][channel], the channel-uniform step of this level
   codec::TableBank bank;     // index over [layer][K/V][channel]
+};
+
+// The transform scheme's data for one level: a step and a count of coded (kept) components per (layer,
+// K/V), and tables over [layer][K/V][component].
+struct ProfileTransformLevel {
+  std::vector<float> steps;    // [layer][K/V]
+  std::vector<uint32_t> kept;  // [layer][K/V]: components 0..kept-1 are coded, the rest reconstruct as 0
+  codec::TableBank bank;       // index over [layer][K/V][component]
+};
+
+// The transform scheme (docs/codec.md, "Transform scheme"): per (layer, K/V) a mean and an orthonormal
+// basis of the de-rotated keys or of the values, components by falling calibration variance.
+struct ProfileTransform {
+  RopeSpec rope;
+  std::vector<float> means;  // [layer][K/V][channel], in the de-rotated domain for keys
+  std::vector<float> bases;  // [layer][K/V][component][channel]
+  std::vector<ProfileTransformLevel> levels;  // [level - 1]
 };
 
 struct ProfileData {
@@ -24,12 +42,18 @@ struct ProfileData {
   std::vector<LevelSpec> ladder;
   std::vector<LevelQuality> quality;
   std::vector<ProfileLevelData> levels;  // [level - 1]
+  bool has_transform = false;
+  ProfileTransform transform;
   std::vector<uint8_t> bytes;            // canonical serialisation (set by Finalize)
   uint64_t hash = 0;
 
   size_t Index(int layer, int kv, int channel) const {
     return (static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)) * static_cast<size_t>(channels) +
            static_cast<size_t>(channel);
+  }
+  // The basis of (layer, K/V): channels x channels, row j = component j.
+  const float* Basis(int layer, int kv) const {
+    return transform.bases.data() + Index(layer, kv, 0) * static_cast<size_t>(channels);
   }
   // Serialises the fields into bytes and computes hash.
   void Finalize();

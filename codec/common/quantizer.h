@@ -48,6 +48,20 @@ KVSTREAM_HD float DequantChannelUniform(uint8_t symbol, float mean, float step) 
   return AddRn(mean, MulRn(static_cast<float>(SymbolToQ(symbol)), step));
 }
 
+// Transform scheme: a coded row's component weights w_j (q_j, or an escape's fp16 value) are summed into
+// each channel's accumulator in component order with fused multiply-adds from acc = +0 (a zero weight may
+// be skipped: it leaves the sum unchanged), then x'_c = mean_c + step * acc_c (keys are then rotated,
+// key_rotation.h).
+KVSTREAM_HD float AccumulateComponent(float acc, float weight, float basis) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(weight, basis, acc);
+#else
+  return std::fma(weight, basis, acc);
+#endif
+}
+KVSTREAM_HD float DequantTransform(float acc, float mean, float step) { return AddRn(mean, MulRn(step, acc)); }
+KVSTREAM_HD float SymbolWeight(uint8_t symbol) { return static_cast<float>(SymbolToQ(symbol)); }
+
 // CacheGen scheme: the (layer, token) step is max|x| / C with C = bins / 2 - 1; x' = q * step.
 KVSTREAM_HD int CacheGenRange(int bins) { return bins / 2 - 1; }
 KVSTREAM_HD float CacheGenStep(uint16_t max_abs_fp16, int bins) {

@@ -11,6 +11,8 @@
 
 #include "codec/common/container_format.h"
 #include "codec/common/crc32c.h"
+#include "codec/common/key_rotation.h"
+#include "codec/common/matrix_rows.h"
 #include "codec/common/parallel.h"
 #include "codec/common/profile_data.h"
 #include "codec/common/quantizer.h"
@@ -274,6 +276,48 @@ Status EncodeChannelUniform(const SegmentJob& job, const LevelSpec& spec, const 
   return Status::Ok();
 }
 
+// Transform scheme: rows [sinks, tokens) with RoPE undone (keys) and the profile's mean removed are
+// projected on the level's kept components; each component's weight z / step is quantised like a
+// channel value (mean 0, step 1), and an escape carries the weight as fp16.
+Status EncodeTransform(const SegmentJob& job, const LevelSpec& spec, const Profile& profile, int64_t sinks,
+                       const codec::RopeTable& rope, std::vector<uint8_t>* out, EncodeStats* stats) {
+  const ProfileData& d = profile.data();
+  const int layer = static_cast<int>(job.layer);
+  const int64_t tokens = job.view->tokens(), channels = job.view->channels();
+  const std::unique_ptr<float[]> all = LoadSlice(*job.view, job.layer);
+  std::vector<uint16_t> sink_values(static_cast<size_t>(sinks * channels));
+  for (size_t i = 0; i < sink_values.size(); ++i) sink_values[i] = FloatToHalf(all[i]);
+  const ProfileTransformLevel& lvl = d.transform.levels[static_cast<size_t>(spec.level - 1)];
+  const size_t slice = static_cast<size_t>(layer) * 2 + static_cast<size_t>(job.kv);
+  const float inv_step = 1.0f / lvl.steps[slice];
+  const int64_t kept = lvl.kept[slice];
+  const float* mean = d.transform.means.data() + d.Index(layer, job.kv, 0);
+  const float* basis = d.Basis(layer, job.kv);
+  // Centred rows, then their components through the transposed kept basis ([channel][component]), with
+  // 1 / step folded in so that the product is the weights.
+  const int64_t coded = tokens - sinks;
+  std::vector<float> centred(static_cast<size_t>(coded * channels));
+  for (int64_t t = 0; t < coded; ++t) {
+    float* y = centred.data() + t * channels;
+    const float* x = all.get() + (sinks + t) * channels;
+    std::copy(x, x + channels, y);
+    if (job.kv == 0) rope.Unrotate(y, sinks + t, static_cast<int>(channels));
+    for (int64_t c = 0; c < channels; ++c) y[c] -= mean[c];
+  }
+  std::vector<float> projection(static_cast<size_t>(channels * kept));
+  for (int64_t j = 0; j < kept; ++j) {
+    for (int64_t c = 0; c < channels; ++c) projection[c * kept + j] = basis[j * channels + c] * inv_step;
+  }
+  std::vector<float> weights(static_cast<size_t>(coded * kept));
+  codec::MultiplyRows(centred.data(), coded, channels, projection.data(), kept, weights.data());
+  Symbols s;
+  s.symbols.resize(weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) s.symbols[i] = codec::QuantizeToSymbol(weights[i], 0.0f, 1.0f);
+  const std::vector<const codec::RansModel*> models = lvl.bank.ChannelModels(d.Index(layer, job.kv, 0), static_cast<size_t>(kept));
+  EscapeUncodable(models, weights.data(), &s);
+  return FinishLossySegment(sink_values, {}, s, models, out, stats);
+}
+
 Status EncodeCacheGen(const SegmentJob& job, const LevelSpec& spec, std::vector<uint8_t>* out, EncodeStats* stats) {
   const int64_t tokens = job.view->tokens(), channels = job.view->channels();
   const std::unique_ptr<float[]> x = LoadSlice(*job.view, job.layer);
@@ -378,8 +422,13 @@ Status ValidateInput(const ChunkInput& chunk, const EncodeOptions& options, cons
     return Status::InvalidArgument("encode: level text needs the chunk's token_ids");
   }
   if (!IsLossyLevel(options.level)) return Status::Ok();
-  if (options.scheme != QuantScheme::kChannelUniform && options.scheme != QuantScheme::kCacheGenToken) {
+  if (options.scheme != QuantScheme::kChannelUniform && options.scheme != QuantScheme::kCacheGenToken &&
+      options.scheme != QuantScheme::kTransform) {
     return Status::InvalidArgument("encode: unknown scheme " + std::to_string(static_cast<int>(options.scheme)));
+  }
+  if (options.scheme == QuantScheme::kTransform && (options.profile == nullptr || !options.profile->has_transform())) {
+    return Status::InvalidArgument("encode: scheme transform needs a profile learned with a transform "
+                                   "(ProfileOptions::transform, kvstream profile --transform)");
   }
   const std::vector<LevelSpec>* ladder = nullptr;
   if (options.profile) {
@@ -404,6 +453,7 @@ const char* QuantSchemeName(QuantScheme scheme) {
   switch (scheme) {
     case QuantScheme::kChannelUniform: return "channel-uniform";
     case QuantScheme::kCacheGenToken: return "cachegen-token";
+    case QuantScheme::kTransform: return "transform";
   }
   return "unknown";
 }
@@ -415,7 +465,7 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
   const int64_t layers = chunk.keys.layers(), tokens = chunk.keys.tokens(), channels = chunk.keys.channels();
   const Level level = options.level;
   const bool lossy = IsLossyLevel(level);
-  const bool uses_profile = lossy && options.profile && options.scheme == QuantScheme::kChannelUniform;
+  const bool uses_profile = lossy && options.profile && options.scheme != QuantScheme::kCacheGenToken;
   const DType stored = (level == kLevelFp16 && chunk.keys.dtype == DType::kBF16) ? DType::kBF16 : DType::kF16;
 
   std::vector<SegmentJob> jobs;
@@ -429,7 +479,11 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
   }
   std::vector<std::vector<uint8_t>> payloads(jobs.size());
   std::vector<EncodeStats> seg_stats(jobs.size());
-  const int64_t sinks = lossy && options.scheme == QuantScheme::kChannelUniform ? codec::SinkRows(chunk.token_begin, tokens) : 0;
+  const int64_t sinks = lossy && options.scheme != QuantScheme::kCacheGenToken ? codec::SinkRows(chunk.token_begin, tokens) : 0;
+  std::optional<codec::RopeTable> rope;  // the chunk's positions, shared by its key segments
+  if (lossy && options.scheme == QuantScheme::kTransform) {
+    rope.emplace(options.profile->data().transform.rope, chunk.token_begin, tokens);
+  }
   KVSTREAM_RETURN_IF_ERROR(codec::RunParallel(jobs.size(), options.threads, options.parallel_for, [&](size_t i) -> Status {
     const SegmentJob& job = jobs[i];
     std::vector<uint8_t>* out = &payloads[i];
@@ -452,8 +506,10 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
       EncodeInt8(job, out);
       return Status::Ok();
     }
-    if (options.scheme == QuantScheme::kCacheGenToken) return EncodeCacheGen(job, *spec, out, options.stats ? &seg_stats[i] : nullptr);
-    return EncodeChannelUniform(job, *spec, uses_profile ? options.profile : nullptr, sinks, out, options.stats ? &seg_stats[i] : nullptr);
+    EncodeStats* stats = options.stats ? &seg_stats[i] : nullptr;
+    if (options.scheme == QuantScheme::kCacheGenToken) return EncodeCacheGen(job, *spec, out, stats);
+    if (options.scheme == QuantScheme::kTransform) return EncodeTransform(job, *spec, *options.profile, sinks, *rope, out, stats);
+    return EncodeChannelUniform(job, *spec, uses_profile ? options.profile : nullptr, sinks, out, stats);
   }));
   if (options.stats) {
     EncodeStats sum;

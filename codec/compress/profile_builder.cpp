@@ -5,7 +5,9 @@
 #include <string>
 
 #include "codec/common/profile_data.h"
+#include "codec/common/key_rotation.h"
 #include "codec/common/quantizer.h"
+#include "codec/compress/symmetric_eigen.h"
 #include "codec/compress/table_clustering.h"
 #include "kvstream/profile.h"
 
@@ -39,6 +41,29 @@ Status CheckLadder(const std::vector<LevelSpec>& ladder, int layers) {
     if (!(s.fine_factor > 0.0f) || !std::isfinite(s.fine_factor)) {
       return Status::InvalidArgument(where + ": fine factor must be finite and positive");
     }
+  }
+  return Status::Ok();
+}
+
+// The shared bank of a level's histograms: smoothed, so that every symbol of a calibrated range codes.
+Result<codec::TableBank> ProfileBank(const std::vector<codec::Histogram>& hist, int max_tables) {
+  codec::ClusterOptions co;
+  co.max_tables = max_tables;
+  co.smooth = true;
+  KVSTREAM_ASSIGN_OR_RETURN(codec::Clustering clustering, codec::ClusterHistograms(hist, co));
+  return std::move(clustering.bank);
+}
+
+Status CheckRope(const RopeSpec& rope, int channels) {
+  if (rope.head_dim < 2 || rope.head_dim % 2 != 0 || channels % rope.head_dim != 0) {
+    return Status::InvalidArgument("profile: rope head_dim = " + std::to_string(rope.head_dim) + " must be even and divide " +
+                                   std::to_string(channels) + " channels");
+  }
+  if (!(rope.theta > 0.0f) || !std::isfinite(rope.theta)) {
+    return Status::InvalidArgument("profile: rope theta must be finite and positive");
+  }
+  if (rope.layout != RopeLayout::kInterleaved && rope.layout != RopeLayout::kRotateHalf) {
+    return Status::InvalidArgument("profile: unknown rope layout");
   }
   return Status::Ok();
 }
@@ -113,6 +138,7 @@ Result<Profile> ProfileBuilder::Build() const {
   // Means and base steps.
   d->means.assign(n, 0.0f);
   std::vector<float> base(n, 1.0f);
+  std::vector<float> slice_rms(static_cast<size_t>(layers) * 2);  // S of each (layer, K/V)
   for (int l = 0; l < layers; ++l) {
     for (int kv = 0; kv < 2; ++kv) {
       std::vector<double> sum(channels, 0.0), sq(channels, 0.0);
@@ -131,6 +157,7 @@ Result<Profile> ProfileBuilder::Build() const {
       }
       double rms = std::sqrt(var_sum / channels);
       if (!(rms > 1e-30) || !std::isfinite(rms)) rms = 1.0;
+      slice_rms[static_cast<size_t>(l) * 2 + static_cast<size_t>(kv)] = static_cast<float>(rms);
       for (int c = 0; c < channels; ++c) {
         const double ratio = std::clamp(std::sqrt(var[c]) / rms, 1e-3, 1e3);
         base[d->Index(l, kv, c)] = static_cast<float>(rms * std::pow(ratio, static_cast<double>(options_.channel_exponent)));
@@ -158,15 +185,110 @@ Result<Profile> ProfileBuilder::Build() const {
         for_each(l, kv, [&](int c, float x) { ++hist[first + c][codec::QuantizeToSymbol(x, d->means[first + c], inv[c])]; });
       }
     }
-    codec::ClusterOptions co;
-    co.max_tables = options_.max_tables;
-    co.smooth = true;
-    KVSTREAM_ASSIGN_OR_RETURN(codec::Clustering clustering, codec::ClusterHistograms(hist, co));
-    level.bank = std::move(clustering.bank);
+    KVSTREAM_ASSIGN_OR_RETURN(level.bank, ProfileBank(hist, options_.max_tables));
     d->levels.push_back(std::move(level));
   }
+  if (options_.transform) KVSTREAM_RETURN_IF_ERROR(BuildTransform(slice_rms, d.get()));
   d->Finalize();
   return Profile(std::move(d));
+}
+
+// The transform scheme (docs/codec.md, "Transform scheme"), per (layer, K/V): rows y (keys with RoPE
+// undone at their position), mean m, covariance eigenvectors u_j by falling variance lambda_j; per level,
+// step = multiplier x S (the RMS of the channel stds, the channel-uniform scheme's step unit, so that a
+// level means the same step in both schemes), components with lambda_j > step^2 / 12 kept (reverse water-filling: the others carry
+// less than the quantiser's own noise), tables from the histograms of round(u_j . (y - m) / step).
+Status ProfileBuilder::BuildTransform(const std::vector<float>& slice_rms, ProfileData* d) const {
+  const int layers = d->layers, channels = d->channels;
+  const size_t c_n = static_cast<size_t>(channels);
+  KVSTREAM_RETURN_IF_ERROR(CheckRope(options_.rope, channels));
+  ProfileTransform& tr = d->transform;
+  tr.rope = options_.rope;
+  tr.means.assign(d->means.size(), 0.0f);
+  tr.bases.assign(d->means.size() * c_n, 0.0f);
+  tr.levels.resize(d->ladder.size());
+  for (ProfileTransformLevel& level : tr.levels) {
+    level.steps.resize(static_cast<size_t>(layers) * 2);
+    level.kept.resize(static_cast<size_t>(layers) * 2);
+  }
+  std::vector<std::vector<codec::Histogram>> hist(d->ladder.size(), std::vector<codec::Histogram>(d->means.size()));
+  std::vector<codec::RopeTable> rope;
+  for (int64_t n_s : sample_tokens_) rope.emplace_back(options_.rope, 0, n_s);
+  for (int l = 0; l < layers; ++l) {
+    for (int kv = 0; kv < 2; ++kv) {
+      // The rows, de-rotated for keys: [sample rows past the sinks][channels].
+      std::vector<float> rows;
+      for (size_t s = 0; s < sample_tokens_.size(); ++s) {
+        const float* x = samples_[kv][s].data() + static_cast<size_t>(l) * sample_tokens_[s] * c_n;
+        for (int64_t t = codec::kSinkPositions; t < sample_tokens_[s]; ++t) {
+          const size_t at = rows.size();
+          rows.insert(rows.end(), x + t * channels, x + (t + 1) * channels);
+          for (size_t c = at; c < rows.size(); ++c) {
+            if (!std::isfinite(rows[c])) rows[c] = 0.0f;
+          }
+          if (kv == 0) rope[s].Unrotate(rows.data() + at, t, channels);
+        }
+      }
+      const size_t n = rows.size() / c_n;
+      std::vector<double> mean(c_n, 0.0), cov(c_n * c_n, 0.0);
+      for (size_t t = 0; t < n; ++t) {
+        for (size_t c = 0; c < c_n; ++c) mean[c] += rows[t * c_n + c];
+      }
+      for (double& m : mean) m /= static_cast<double>(n);
+      std::vector<double> centred(c_n);
+      for (size_t t = 0; t < n; ++t) {
+        for (size_t c = 0; c < c_n; ++c) centred[c] = rows[t * c_n + c] - mean[c];
+        for (size_t r = 0; r < c_n; ++r) {
+          double* row = cov.data() + r * c_n;
+          for (size_t c = r; c < c_n; ++c) row[c] += centred[r] * centred[c];
+        }
+      }
+      for (size_t r = 0; r < c_n; ++r) {
+        for (size_t c = r; c < c_n; ++c) cov[c * c_n + r] = cov[r * c_n + c] /= static_cast<double>(n);
+      }
+      const codec::Eigen eigen = codec::SymmetricEigen(std::move(cov), channels);
+      const size_t first = d->Index(l, kv, 0);
+      float* basis = tr.bases.data() + first * c_n;
+      for (size_t i = 0; i < c_n * c_n; ++i) basis[i] = static_cast<float>(eigen.vectors[i]);
+      for (size_t c = 0; c < c_n; ++c) tr.means[first + c] = static_cast<float>(mean[c]);
+      // Components of every row, with the mean and basis as stored (fp32), as the encoder computes them.
+      std::vector<float> z(n * c_n);
+      for (size_t t = 0; t < n; ++t) {
+        for (size_t c = 0; c < c_n; ++c) centred[c] = rows[t * c_n + c] - tr.means[first + c];
+        for (size_t j = 0; j < c_n; ++j) {
+          float acc = 0.0f;
+          for (size_t c = 0; c < c_n; ++c) acc += basis[j * c_n + c] * static_cast<float>(centred[c]);
+          z[t * c_n + j] = acc;
+        }
+      }
+      for (size_t i = 0; i < d->ladder.size(); ++i) {
+        const LevelSpec& spec = d->ladder[i];
+        ProfileTransformLevel& level = tr.levels[i];
+        const size_t slice = static_cast<size_t>(l) * 2 + static_cast<size_t>(kv);
+        float step = slice_rms[slice] * spec.step_multiplier[kv] * (l < spec.fine_layers[kv] ? spec.fine_factor : 1.0f);
+        if (!std::isfinite(step) || !(step > 0.0f)) step = 1.0f;
+        level.steps[slice] = step;
+        uint32_t kept = 0;
+        while (kept < c_n && eigen.values[kept] > static_cast<double>(step) * step / 12.0) ++kept;
+        level.kept[slice] = kept;
+        const float inv = 1.0f / step;
+        for (size_t j = 0; j < c_n; ++j) {
+          codec::Histogram& h = hist[i][first + j];
+          h.fill(0);
+          if (j >= kept) {
+            h[codec::kSymbolZero] = 1;  // never coded: a token weight, so that it does not pull the clustering
+            continue;
+          }
+          for (size_t t = 0; t < n; ++t) ++h[codec::QuantizeToSymbol(z[t * c_n + j], 0.0f, inv)];
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < tr.levels.size(); ++i) {
+    KVSTREAM_ASSIGN_OR_RETURN(tr.levels[i].bank, ProfileBank(hist[i], options_.max_tables));
+  }
+  d->has_transform = true;
+  return Status::Ok();
 }
 
 }  // namespace kvstream

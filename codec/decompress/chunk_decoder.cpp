@@ -3,10 +3,13 @@
 // together), then dequantise.
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "codec/common/container_format.h"
+#include "codec/common/key_rotation.h"
+#include "codec/common/matrix_rows.h"
 #include "codec/common/parallel.h"
 #include "codec/common/profile_data.h"
 #include "codec/common/quantizer.h"
@@ -87,9 +90,10 @@ Status CheckProfile(const ChunkInfo& info, const Profile* profile) {
 
 class SegmentDecoder {
  public:
+  // `rope`: the chunk's positions, for the key segments of a transform chunk (else unused).
   SegmentDecoder(const uint8_t* chunk, const ChunkInfo& info, const Profile* profile, const SegmentInfo& seg,
-                 const TensorView& out)
-      : info_(info), profile_(profile), seg_(seg), out_(out),
+                 const TensorView& out, const codec::RopeTable* rope = nullptr)
+      : info_(info), profile_(profile), seg_(seg), out_(out), rope_(rope),
         in_(chunk + seg.offset, seg.size, codec::SegmentName(seg)) {}
 
   // An fp16 or int8 segment (lossy ones go by layer, in RunLossyPair).
@@ -155,15 +159,31 @@ class SegmentDecoder {
     KVSTREAM_RETURN_IF_ERROR(in_.U32(&escape_count_, "escape count"));
     const int64_t sinks = info_.sink_rows;  // validated by the container reader: <= tokens
     const size_t n_c = static_cast<size_t>(channels());
-    const size_t coded = values() - static_cast<size_t>(sinks) * n_c;
+    transform_ = info_.scheme == QuantScheme::kTransform;
+    // Symbols per coded row: a value per channel, or a weight per kept component.
+    size_t row_symbols = n_c;
+    if (transform_) {
+      if (!profile_->has_transform()) {
+        return Status::CorruptData(in_.what() + ": a transform chunk, but its profile has no transform");
+      }
+      const ProfileData& d = profile_->data();
+      const ProfileTransformLevel& lvl = d.transform.levels[static_cast<size_t>(info_.level - 1)];
+      const size_t slice = static_cast<size_t>(seg_.layer) * 2 + static_cast<size_t>(kv());
+      row_symbols = lvl.kept[slice];
+      step_.assign(1, lvl.steps[slice]);
+      models_ = lvl.bank.ChannelModels(d.Index(static_cast<int>(seg_.layer), kv(), 0), row_symbols);
+    }
+    const size_t coded = static_cast<size_t>(tokens() - sinks) * row_symbols;
     if (escape_count_ > coded) {
       return Status::CorruptData(in_.what() + ": escape count = " + std::to_string(escape_count_) + " exceeds its " +
                                  std::to_string(coded) + " coded values");
     }
     KVSTREAM_RETURN_IF_ERROR(in_.Span(size_t{2} * static_cast<size_t>(sinks) * n_c, &sink_values_, "sink rows"));
     cachegen_ = info_.scheme == QuantScheme::kCacheGenToken;
-    mean_.assign(n_c, 0.0f);
-    step_.assign(n_c, 0.0f);
+    if (!transform_) {
+      mean_.assign(n_c, 0.0f);
+      step_.assign(n_c, 0.0f);
+    }
     if (cachegen_) {
       uint8_t bins = 0;
       KVSTREAM_RETURN_IF_ERROR(in_.U8(&bins, "bins"));
@@ -195,7 +215,7 @@ class SegmentDecoder {
         if (!std::isfinite(mean_[c])) return Status::CorruptData(in_.what() + ": mean of channel " + std::to_string(c) + " is not finite");
         step_[c] = s;
       }
-    } else {
+    } else if (!transform_) {
       const ProfileData& d = profile_->data();
       const ProfileLevelData& lvl = d.levels[static_cast<size_t>(info_.level - 1)];
       const size_t first = d.Index(static_cast<int>(seg_.layer), kv(), 0);
@@ -237,6 +257,7 @@ class SegmentDecoder {
       }
       StoreRow(out_, seg_.layer, t, row.data());
     }
+    if (transform_) return InverseTransform();
     uint32_t e = 0;
     for (int64_t t = sinks; t < tokens(); ++t) {
       const uint8_t* sym = symbols_.data() + static_cast<size_t>(t - sinks) * n_c;
@@ -267,14 +288,54 @@ class SegmentDecoder {
     return Status::Ok();
   }
 
+  // Transform scheme, after the sink rows: component weights (escapes patched in), their product with the
+  // kept basis, the mean and step, then RoPE for keys (quantizer.h and key_rotation.h define each step).
+  Status InverseTransform() {
+    const int64_t sinks = info_.sink_rows;
+    const int64_t rows = tokens() - sinks;
+    const size_t kept = models_.size();
+    std::vector<float> weights(symbols_.size());
+    uint32_t e = 0;
+    for (size_t i = 0; i < symbols_.size(); ++i) {
+      weights[i] = codec::SymbolWeight(symbols_[i]);
+      if (symbols_[i] != codec::kEscapeSymbol) continue;
+      if (e == escape_count_) {
+        return Status::CorruptData(in_.what() + ": more escape symbols than the " + std::to_string(escape_count_) + " escape values");
+      }
+      uint16_t h;
+      std::memcpy(&h, escapes_ + 2 * e++, 2);
+      weights[i] = HalfToFloat(h);
+    }
+    if (e != escape_count_) {
+      return Status::CorruptData(in_.what() + ": escape count = " + std::to_string(escape_count_) + " but the stream has " +
+                                 std::to_string(e) + " escape symbols");
+    }
+    const ProfileData& d = profile_->data();
+    const int layer = static_cast<int>(seg_.layer);
+    const int64_t n_c = channels();
+    std::vector<float> acc(static_cast<size_t>(rows * n_c));
+    codec::MultiplyRows(weights.data(), rows, static_cast<int64_t>(kept), d.Basis(layer, kv()), n_c, acc.data());
+    const float* mean = d.transform.means.data() + d.Index(layer, kv(), 0);
+    const float step = step_[0];
+    for (int64_t t = 0; t < rows; ++t) {
+      float* y = acc.data() + t * n_c;
+      for (int64_t c = 0; c < n_c; ++c) y[c] = codec::DequantTransform(y[c], mean[c], step);
+      if (kv() == 0) rope_->Rotate(y, sinks + t, static_cast<int>(n_c));
+      StoreRow(out_, seg_.layer, sinks + t, y);
+    }
+    return Status::Ok();
+  }
+
   const ChunkInfo& info_;
   const Profile* profile_;
   const SegmentInfo& seg_;
   const TensorView& out_;
+  const codec::RopeTable* rope_;
   ByteReader in_;
   // A lossy segment between ParseLossy and Dequantise.
   bool cachegen_ = false;
-  std::vector<float> mean_, step_;  // channel-uniform: per channel
+  bool transform_ = false;
+  std::vector<float> mean_, step_;  // channel-uniform: per channel; transform: the one step
   std::vector<float> token_step_;   // cachegen-token: per token
   codec::TableBank own_bank_;
   std::vector<const codec::RansModel*> models_;
@@ -298,13 +359,17 @@ Status DecodeChunk(const uint8_t* data, size_t size, const DecodeOptions& option
   KVSTREAM_RETURN_IF_ERROR(CheckDestination(values_out, "values_out", info));
   KVSTREAM_RETURN_IF_ERROR(CheckProfile(info, options.profile));
   if (IsLossyLevel(info.level)) {
+    std::optional<codec::RopeTable> rope;  // the chunk's positions, shared by its key segments
+    if (info.scheme == QuantScheme::kTransform && options.profile->has_transform()) {
+      rope.emplace(options.profile->data().transform.rope, info.token_begin, info.tokens);
+    }
     // Segment 2l holds layer l's keys and 2l + 1 its values (the container reader checked the order).
     return codec::RunParallel(info.segments.size() / 2, options.threads, options.parallel_for, [&](size_t l) -> Status {
       const SegmentInfo& k = info.segments[2 * l];
       const SegmentInfo& v = info.segments[2 * l + 1];
       KVSTREAM_RETURN_IF_ERROR(codec::VerifySegment(data, k));
       KVSTREAM_RETURN_IF_ERROR(codec::VerifySegment(data, v));
-      SegmentDecoder keys(data, info, options.profile, k, keys_out);
+      SegmentDecoder keys(data, info, options.profile, k, keys_out, rope ? &*rope : nullptr);
       SegmentDecoder values(data, info, options.profile, v, values_out);
       return SegmentDecoder::RunLossyPair(keys, values);
     });

@@ -2,11 +2,11 @@
 // stream (AVX2 when the CPU has it, else the portable one) and the checked scalar step (rans_step.h) over
 // the rest.
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
 
+#include "codec/common/cpu_features.h"
 #include "codec/common/rans.h"
 #include "codec/common/rans_step.h"
 #include "codec/decompress/rans_decode_avx2.h"
@@ -63,14 +63,6 @@ void DecodeGroupsPortable(RansGroupCursor& c) {
   c.group = group;
 }
 
-#if defined(__x86_64__) || defined(_M_X64)
-bool Avx2Enabled() {
-  static const bool cpu_has_avx2 = __builtin_cpu_supports("avx2");
-  if (!cpu_has_avx2) return false;
-  const char* disable = std::getenv("KVSTREAM_DISABLE_AVX2");
-  return disable == nullptr || disable[0] == '\0' || std::strcmp(disable, "0") == 0;
-}
-#endif
 
 // The group kernel of this CPU.
 void DecodeGroups(RansGroupCursor& c) {

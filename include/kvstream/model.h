@@ -11,14 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "kvstream/rope.h"
 #include "kvstream/status.h"
 #include "kvstream/tensor.h"
 
 namespace kvstream {
-
-// How q/k pairs are rotated: llama2.c/Meta interleave (x[2i], x[2i+1]); Hugging Face rotates halves
-// (x[i], x[i + head_dim/2]).
-enum class RopeLayout : uint8_t { kInterleaved = 0, kRotateHalf = 1 };
 
 struct ModelConfig {
   std::string name;           // short name or file stem, for reports

@@ -75,6 +75,10 @@ int main(int argc, char** argv) {
       auto chunk = EncodeChunk(in, eo);
       if (!chunk.ok()) return Fail(chunk.status());
       emit("chunk_" + LevelName(level) + "_profile", 0x03, *chunk);
+      eo.scheme = QuantScheme::kTransform;
+      auto transformed = EncodeChunk(in, eo);
+      if (!transformed.ok()) return Fail(transformed.status());
+      emit("chunk_" + LevelName(level) + "_transform", 0x03, *transformed);
       // A chunk at the context's start carries sink rows (exact fp16) ahead of its symbols.
       ChunkInput at_start = in;
       at_start.token_begin = 0;
@@ -94,6 +98,13 @@ int main(int argc, char** argv) {
   if (!profile.ok()) return Fail(profile.status());
   emit("profile_raw", 0x10, profile->bytes());
   emit("profile_fixcrc", 0x11, profile->bytes());
+  options.transform = true;
+  options.rope = {(*model)->config().head_dim, (*model)->config().rope_theta, (*model)->config().rope_layout};
+  ProfileBuilder transform_builder(options);
+  if (Status st = transform_builder.AddSample(cache.keys(), cache.values()); !st.ok()) return Fail(st);
+  auto transform_profile = transform_builder.Build();
+  if (!transform_profile.ok()) return Fail(transform_profile.status());
+  emit("profile_transform_fixcrc", 0x11, transform_profile->bytes());
   std::printf("chunk_fuzz_seeds: wrote %d seeds to %s\n", written, dir.c_str());
   return written > 0 ? 0 : 1;
 }

@@ -12,7 +12,8 @@
 
 namespace kvstream::fuzz {
 
-// A profile for (layers, channels), learned from a fixed pseudo-random sample; cached per shape.
+// A profile for (layers, channels), learned from a fixed pseudo-random sample; cached per shape. It has
+// the transform scheme too when channels is even (RoPE over pairs of channels).
 inline const Profile* ProfileFor(uint32_t layers, uint32_t channels) {
   static std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<Profile>> cache;
   auto it = cache.find({layers, channels});
@@ -27,6 +28,8 @@ inline const Profile* ProfileFor(uint32_t layers, uint32_t channels) {
   }
   ProfileOptions options;
   options.max_tables = 4;
+  options.transform = channels % 2 == 0;
+  options.rope.head_dim = 2;
   ProfileBuilder builder(options);
   auto kv = TensorView::Dense(k.data(), DType::kF32, layers, tokens, channels);
   auto vv = TensorView::Dense(v.data(), DType::kF32, layers, tokens, channels);

@@ -1,0 +1,10 @@
+// Which SIMD kernels this CPU runs. Every *_avx2.cpp kernel gives the same results as its portable twin.
+#pragma once
+
+namespace kvstream::codec {
+
+// True when the CPU has AVX2 and FMA, unless the environment sets KVSTREAM_DISABLE_AVX2=1 (tests use it
+// to run the portable kernels on the same machine).
+bool Avx2Enabled();
+
+}  // namespace kvstream::codec

@@ -1,0 +1,488 @@
+// The transform scheme: its pieces (eigensolver, RoPE table, the shared matrix product) and whole chunks
+// on real KV: the decoder reproduces the normative reconstruction bit for bit, the error stays within half
+// a step per kept component, chunks decode like one whole context, and bad input is refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+#include "codec/common/key_rotation.h"
+#include "codec/common/matrix_rows.h"
+#include "codec/common/profile_data.h"
+#include "codec/common/quantizer.h"
+#include "codec/compress/symmetric_eigen.h"
+#include "common/half.h"
+#include "kv_fixture.h"
+#include "kvstream/codec.h"
+#include "kvstream/profile.h"
+#include "test_views.h"
+
+namespace kvstream {
+namespace {
+
+using testing::CopyOf;
+using testing::Layout;
+using testing::Tensor;
+
+constexpr int kTokens = 160;
+constexpr int kSampleTokens = 96;  // the profile learns from positions [0, 96); chunks also cover unseen ones
+
+const testing::RealKv& Kv() {
+  std::string error;
+  const testing::RealKv* kv = testing::GetRealKv("stories260K", kTokens, &error);
+  if (!kv) ADD_FAILURE() << "stories260K: " << error;
+  return *kv;
+}
+
+RopeSpec ModelRope() {
+  const ModelConfig& c = Kv().model->config();
+  return {c.head_dim, c.rope_theta, c.rope_layout};
+}
+
+const Profile& TransformProfile() {
+  static const Profile profile = [] {
+    ProfileOptions options;
+    options.model = "stories260K";
+    options.transform = true;
+    options.rope = ModelRope();
+    ProfileBuilder builder(options);
+    const auto& kv = Kv();
+    EXPECT_TRUE(builder.AddSample(SliceTokens(kv.cache.keys(), 0, kSampleTokens), SliceTokens(kv.cache.values(), 0, kSampleTokens)).ok());
+    auto p = builder.Build();
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return std::move(p).value();
+  }();
+  return profile;
+}
+
+// Runs `f` with the portable kernels (KVSTREAM_DISABLE_AVX2=1), then restores the environment.
+template <typename F>
+void WithPortableKernels(F&& f) {
+  setenv("KVSTREAM_DISABLE_AVX2", "1", 1);
+  f();
+  unsetenv("KVSTREAM_DISABLE_AVX2");
+}
+
+TEST(SymmetricEigen, FindsOrthonormalEigenvectorsByFallingValue) {
+  std::mt19937 rng(7);
+  std::normal_distribution<double> g;
+  for (int n : {1, 2, 5, 33}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    std::vector<double> b(static_cast<size_t>(n * n)), a(static_cast<size_t>(n * n), 0.0);
+    for (double& x : b) x = g(rng);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        for (int k = 0; k < n; ++k) a[i * n + j] += b[i * n + k] * b[j * n + k];
+    const codec::Eigen e = codec::SymmetricEigen(a, n);
+    ASSERT_EQ(e.values.size(), static_cast<size_t>(n));
+    for (int j = 0; j + 1 < n; ++j) EXPECT_GE(e.values[j], e.values[j + 1]);
+    for (int j = 0; j < n; ++j) {
+      for (int k = 0; k < n; ++k) {
+        double dot = 0;
+        for (int c = 0; c < n; ++c) dot += e.vectors[j * n + c] * e.vectors[k * n + c];
+        EXPECT_NEAR(dot, j == k ? 1.0 : 0.0, 1e-10);
+      }
+      // A u_j = lambda_j u_j.
+      for (int r = 0; r < n; ++r) {
+        double av = 0;
+        for (int c = 0; c < n; ++c) av += a[r * n + c] * e.vectors[j * n + c];
+        EXPECT_NEAR(av, e.values[j] * e.vectors[j * n + r], 1e-8 * (1 + std::fabs(e.values[0])));
+      }
+    }
+  }
+}
+
+TEST(RopeTable, RotatesTheModelsPairsAndUndoesItself) {
+  for (RopeLayout layout : {RopeLayout::kInterleaved, RopeLayout::kRotateHalf}) {
+    const RopeSpec spec{8, 10000.0f, layout};
+    const codec::RopeTable table(spec, 1000, 3);
+    // e_0 of head 1 turns by the position's angle into its pair partner (pair 0: frequency 1).
+    std::vector<float> row(16, 0.0f);
+    row[8] = 1.0f;
+    table.Rotate(row.data(), 2, 16);
+    const int partner = layout == RopeLayout::kInterleaved ? 9 : 12;
+    EXPECT_NEAR(row[8], std::cos(1002.0), 1e-6);
+    EXPECT_NEAR(row[partner], std::sin(1002.0), 1e-6);
+    for (int c = 0; c < 16; ++c) {
+      if (c != 8 && c != partner) EXPECT_EQ(row[c], 0.0f) << c;
+    }
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> u(-4, 4);
+    std::vector<float> x(16), y;
+    for (float& v : x) v = u(rng);
+    y = x;
+    table.Unrotate(y.data(), 1, 16);
+    table.Rotate(y.data(), 1, 16);
+    for (int c = 0; c < 16; ++c) EXPECT_NEAR(y[c], x[c], 1e-5f);
+  }
+  // Position 0 is no rotation at all, bit for bit.
+  const codec::RopeTable zero(RopeSpec{8, 500000.0f, RopeLayout::kInterleaved}, 0, 1);
+  std::vector<float> row = {1.5f, -2.25f, 3, 4, 5, 6, 7, 8};
+  const std::vector<float> before = row;
+  zero.Rotate(row.data(), 0, 8);
+  EXPECT_EQ(row, before);
+}
+
+TEST(MultiplyRows, BothKernelsSumInOrderWithFusedMultiplyAdds) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::uniform_int_distribution<int> q(-3, 3);
+  for (auto [rows, inner, cols] : {std::tuple{1, 1, 1}, {3, 7, 9}, {5, 192, 192}, {4, 33, 71}, {2, 190, 130}}) {
+    SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(inner) + "x" + std::to_string(cols));
+    std::vector<float> a(static_cast<size_t>(rows * inner)), b(static_cast<size_t>(inner * cols));
+    for (float& x : a) x = static_cast<float>(q(rng));  // many zeros, as quantised weights have
+    a[0] = 0.3f;                                        // and an escape-like fraction
+    for (float& x : b) x = u(rng);
+    std::vector<float> reference(static_cast<size_t>(rows * cols));
+    for (int r = 0; r < rows; ++r) {
+      for (int c = 0; c < cols; ++c) {
+        float acc = 0.0f;
+        for (int k = 0; k < inner; ++k) acc = std::fma(a[r * inner + k], b[k * cols + c], acc);
+        reference[r * cols + c] = acc;
+      }
+    }
+    std::vector<float> fast(reference.size()), portable(reference.size());
+    codec::MultiplyRows(a.data(), rows, inner, b.data(), cols, fast.data());
+    WithPortableKernels([&] { codec::MultiplyRows(a.data(), rows, inner, b.data(), cols, portable.data()); });
+    for (size_t i = 0; i < reference.size(); ++i) {
+      ASSERT_EQ(FloatBits(fast[i]), FloatBits(reference[i])) << i;
+      ASSERT_EQ(FloatBits(portable[i]), FloatBits(reference[i])) << i;
+    }
+  }
+}
+
+TEST(TransformProfile, SavesLoadsAndRefusesCorruptSections) {
+  const Profile& p = TransformProfile();
+  ASSERT_TRUE(p.has_transform());
+  const ProfileData& d = p.data();
+  EXPECT_EQ(d.transform.rope.head_dim, ModelRope().head_dim);
+  for (const ProfileTransformLevel& level : d.transform.levels) {
+    for (uint32_t kept : level.kept) EXPECT_LE(kept, static_cast<uint32_t>(p.channels()));
+  }
+  // Coarser levels keep fewer components.
+  uint64_t previous = UINT64_MAX;
+  for (const ProfileTransformLevel& level : d.transform.levels) {
+    uint64_t kept = 0;
+    for (uint32_t k : level.kept) kept += k;
+    EXPECT_LE(kept, previous);
+    previous = kept;
+  }
+  auto parsed = Profile::Parse(p.bytes().data(), p.bytes().size());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_TRUE(parsed->has_transform());
+  EXPECT_EQ(parsed->hash(), p.hash());
+
+  // Hostile transform sections, each with a valid CRC: an odd head_dim, a kept count beyond the channels.
+  ProfileData bad = d;
+  bad.transform.rope.head_dim = 3;
+  bad.Finalize();
+  auto r = Profile::Parse(bad.bytes.data(), bad.bytes.size());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruptData);
+  EXPECT_NE(r.status().message().find("head_dim"), std::string::npos) << r.status().ToString();
+  bad = d;
+  bad.transform.levels[0].kept[0] = static_cast<uint32_t>(p.channels()) + 1;
+  bad.Finalize();
+  r = Profile::Parse(bad.bytes.data(), bad.bytes.size());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("kept"), std::string::npos) << r.status().ToString();
+  bad = d;
+  bad.transform.levels[1].steps[2] = -1.0f;
+  bad.Finalize();
+  EXPECT_FALSE(Profile::Parse(bad.bytes.data(), bad.bytes.size()).ok());
+  // Every truncation is refused cleanly.
+  for (size_t cut = 0; cut < p.bytes().size(); cut += 997) EXPECT_FALSE(Profile::Parse(p.bytes().data(), cut).ok());
+}
+
+std::vector<uint8_t> EncodeTransform(const Tensor& k, const Tensor& v, int64_t t0, Level level, EncodeStats* stats = nullptr) {
+  ChunkInput in;
+  in.keys = k.view;
+  in.values = v.view;
+  in.token_begin = t0;
+  EncodeOptions eo;
+  eo.level = level;
+  eo.profile = &TransformProfile();
+  eo.scheme = QuantScheme::kTransform;
+  eo.stats = stats;
+  auto r = EncodeChunk(in, eo);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : std::vector<uint8_t>{};
+}
+
+struct Kv2 {
+  Tensor k, v;
+};
+
+Kv2 Decode(const std::vector<uint8_t>& bytes, DType dtype = DType::kF32) {
+  auto info = InspectChunk(bytes.data(), bytes.size());
+  EXPECT_TRUE(info.ok()) << info.status().ToString();
+  Kv2 out{Tensor(dtype, info->layers, info->tokens, info->channels, Layout::kDense), {}};
+  out.v = out.k;
+  DecodeOptions o;
+  o.profile = &TransformProfile();
+  Status st = DecodeChunk(bytes.data(), bytes.size(), o, out.k.view, out.v.view);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return out;
+}
+
+// One (layer, K/V) row of a tensor, as floats.
+std::vector<float> RowOf(const Tensor& t, int64_t l, int64_t token) {
+  std::vector<float> row(static_cast<size_t>(t.view.channels()));
+  for (int64_t c = 0; c < t.view.channels(); ++c) row[c] = t.at(l, token, c);
+  return row;
+}
+
+// Component weights u_j . (y - mean) / step of a row y (de-rotated for keys), in double.
+std::vector<double> Weights(std::vector<float> row, int layer, int kv, int64_t position, Level level) {
+  const ProfileData& d = TransformProfile().data();
+  const int C = d.channels;
+  const codec::RopeTable rope(d.transform.rope, position, 1);
+  if (kv == 0) rope.Unrotate(row.data(), 0, C);
+  const ProfileTransformLevel& lvl = d.transform.levels[level - 1];
+  const size_t slice = static_cast<size_t>(layer) * 2 + kv;
+  const float* mean = d.transform.means.data() + d.Index(layer, kv, 0);
+  const float* basis = d.Basis(layer, kv);
+  std::vector<double> w(static_cast<size_t>(C));
+  for (int j = 0; j < C; ++j) {
+    double dot = 0;
+    for (int c = 0; c < C; ++c) dot += double{basis[j * C + c]} * (double{row[c]} - mean[c]);
+    w[j] = dot / lvl.steps[slice];
+  }
+  return w;
+}
+
+// The normative reconstruction (docs/format.md, "Transform scheme") of integer weights q, written out
+// independently of the decoder.
+std::vector<float> Reconstruct(const std::vector<double>& q, int layer, int kv, int64_t position, Level level) {
+  const ProfileData& d = TransformProfile().data();
+  const int C = d.channels;
+  const ProfileTransformLevel& lvl = d.transform.levels[level - 1];
+  const size_t slice = static_cast<size_t>(layer) * 2 + kv;
+  const float* mean = d.transform.means.data() + d.Index(layer, kv, 0);
+  const float* basis = d.Basis(layer, kv);
+  std::vector<float> y(static_cast<size_t>(C));
+  for (int c = 0; c < C; ++c) {
+    float acc = 0.0f;
+    for (uint32_t j = 0; j < lvl.kept[slice]; ++j) acc = std::fma(static_cast<float>(q[j]), basis[j * C + c], acc);
+    const float scaled = lvl.steps[slice] * acc;
+    y[c] = mean[c] + scaled;
+  }
+  if (kv == 0) {
+    const int hd = d.transform.rope.head_dim;
+    for (int h = 0; h < C / hd; ++h) {
+      for (int i = 0; i < hd / 2; ++i) {
+        float cs, sn;
+        codec::RopeCosSin(static_cast<double>(position), i, hd, d.transform.rope.theta, &cs, &sn);
+        const int a = codec::RopeFirst(h, i, hd, d.transform.rope.layout), b = codec::RopeSecond(h, i, hd, d.transform.rope.layout);
+        const float x0 = y[a], x1 = y[b];
+        const float x0c = x0 * cs, x1s = x1 * sn, x0s = x0 * sn, x1c = x1 * cs;
+        y[a] = x0c - x1s;
+        y[b] = x0s + x1c;
+      }
+    }
+  }
+  return y;
+}
+
+TEST(TransformChunk, DecoderReproducesTheNormativeReconstruction) {
+  const auto& kv = Kv();
+  const Tensor k = CopyOf(kv.cache.keys(), DType::kF32, Layout::kDense);
+  const Tensor v = CopyOf(kv.cache.values(), DType::kF32, Layout::kDense);
+  const int64_t L = k.view.layers(), T = k.view.tokens(), C = k.view.channels();
+  const Level levels = static_cast<Level>(TransformProfile().ladder().size());
+  double previous_bits = 1e9;
+  for (Level level = 1; level <= levels; ++level) {
+    SCOPED_TRACE("level " + std::to_string(level));
+    EncodeStats stats;
+    const auto bytes = EncodeTransform(k, v, 0, level, &stats);
+    // The profile learned from 96 positions; the context has 160, so some components leave its range.
+    EXPECT_LT(stats.escapes, stats.coded_symbols / 50) << "escapes should be rare on real KV";
+    auto info = InspectChunk(bytes.data(), bytes.size());
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    EXPECT_EQ(info->scheme, QuantScheme::kTransform);
+    EXPECT_EQ(info->sink_rows, 4);
+    EXPECT_EQ(info->profile_hash, TransformProfile().hash());
+    const Kv2 out = Decode(bytes);
+    int64_t checked = 0, rows_with_escapes = 0;
+    for (int layer = 0; layer < L; ++layer) {
+      for (int s = 0; s < 2; ++s) {
+        const Tensor& in = s == 0 ? k : v;
+        const Tensor& dec = s == 0 ? out.k : out.v;
+        const uint32_t kept = TransformProfile().data().transform.levels[level - 1].kept[layer * 2 + s];
+        for (int64_t t = 0; t < T; ++t) {
+          if (t < 4) {  // sink rows: exact fp16
+            for (int64_t c = 0; c < C; ++c) ASSERT_EQ(FloatBits(dec.at(layer, t, c)), FloatBits(HalfToFloat(FloatToHalf(in.at(layer, t, c)))));
+            continue;
+          }
+          // The decoded row's weights are integers (up to rounding) unless a component escaped.
+          const std::vector<double> got = Weights(RowOf(dec, layer, t), layer, s, t, level);
+          std::vector<double> q(got.size());
+          bool escaped = false;
+          for (uint32_t j = 0; j < kept; ++j) {
+            q[j] = std::nearbyint(got[j]);
+            escaped |= std::fabs(got[j] - q[j]) > 2e-3 || std::fabs(q[j]) > codec::kMaxAbsQ;
+          }
+          if (escaped) {
+            ++rows_with_escapes;
+            continue;
+          }
+          const std::vector<float> want = Reconstruct(q, layer, s, t, level);
+          for (int64_t c = 0; c < C; ++c) {
+            ASSERT_EQ(FloatBits(dec.at(layer, t, c)), FloatBits(want[c])) << "layer " << layer << " kv " << s << " t " << t << " c " << c;
+          }
+          // Each kept component within half a step of the input's; dropped ones reconstruct as 0.
+          const std::vector<double> exact = Weights(RowOf(in, layer, t), layer, s, t, level);
+          for (int64_t j = 0; j < C; ++j) {
+            if (j < kept) {
+              ASSERT_LE(std::fabs(exact[j] - q[j]), 0.5 + 1e-3) << "component " << j;
+            } else {
+              ASSERT_NEAR(got[j], 0.0, 0.02) << "dropped component " << j;
+            }
+          }
+          ++checked;
+        }
+      }
+    }
+    EXPECT_GT(checked, 2 * rows_with_escapes);
+    // The portable kernels decode the same bits; fp16 output is the fp32 output rounded once.
+    Kv2 portable;
+    WithPortableKernels([&] { portable = Decode(bytes); });
+    const Kv2 half = Decode(bytes, DType::kF16);
+    for (int layer = 0; layer < L; ++layer) {
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t c = 0; c < C; ++c) {
+          ASSERT_EQ(portable.k.bits(layer, t, c), out.k.bits(layer, t, c));
+          ASSERT_EQ(portable.v.bits(layer, t, c), out.v.bits(layer, t, c));
+          ASSERT_EQ(half.k.bits(layer, t, c), FloatToHalf(out.k.at(layer, t, c)));
+        }
+      }
+    }
+    const double bits = 8.0 * static_cast<double>(bytes.size()) / static_cast<double>(2 * L * T * C);
+    EXPECT_LT(bits, previous_bits) << "higher levels must be smaller";
+    previous_bits = bits;
+    std::printf("stories260K %d tokens, transform level %d: %.3f bits/value\n", kTokens, level, bits);
+  }
+}
+
+TEST(TransformChunk, ChunksDecodeLikeTheWholeContextWhateverTheInputLayout) {
+  const auto& kv = Kv();
+  const Tensor k = CopyOf(kv.cache.keys(), DType::kF32, Layout::kDense);
+  const Tensor v = CopyOf(kv.cache.values(), DType::kF32, Layout::kDense);
+  const int64_t L = k.view.layers(), C = k.view.channels();
+  const Kv2 whole = Decode(EncodeTransform(k, v, 0, 3));
+  for (auto [t0, n] : {std::pair<int64_t, int64_t>{0, 3}, {3, 45}, {48, 64}, {112, 48}}) {
+    SCOPED_TRACE("tokens [" + std::to_string(t0) + ", " + std::to_string(t0 + n) + ")");
+    for (Layout layout : testing::kAllLayouts) {
+      const Tensor ck = CopyOf(kv.cache.keys(), DType::kF32, layout, t0, n);
+      const Tensor cv = CopyOf(kv.cache.values(), DType::kF32, layout, t0, n);
+      const Kv2 part = Decode(EncodeTransform(ck, cv, t0, 3));
+      for (int64_t l = 0; l < L; ++l) {
+        for (int64_t t = 0; t < n; ++t) {
+          for (int64_t c = 0; c < C; ++c) {
+            ASSERT_EQ(part.k.bits(l, t, c), whole.k.bits(l, t0 + t, c)) << testing::LayoutName(layout);
+            ASSERT_EQ(part.v.bits(l, t, c), whole.v.bits(l, t0 + t, c)) << testing::LayoutName(layout);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(TransformChunk, RefusesMissingAndWrongProfiles) {
+  const auto& kv = Kv();
+  const Tensor k = CopyOf(kv.cache.keys(), DType::kF16, Layout::kDense, 0, 32);
+  const Tensor v = CopyOf(kv.cache.values(), DType::kF16, Layout::kDense, 0, 32);
+  ChunkInput in;
+  in.keys = k.view;
+  in.values = v.view;
+  EncodeOptions eo;
+  eo.level = 2;
+  eo.scheme = QuantScheme::kTransform;
+  auto r = EncodeChunk(in, eo);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("transform"), std::string::npos) << r.status().ToString();
+  // A profile learned without the transform cannot code it either.
+  ProfileOptions plain;
+  ProfileBuilder builder(plain);
+  ASSERT_TRUE(builder.AddSample(kv.cache.keys(), kv.cache.values()).ok());
+  auto without = builder.Build();
+  ASSERT_TRUE(without.ok());
+  EXPECT_FALSE(without->has_transform());
+  eo.profile = &*without;
+  r = EncodeChunk(in, eo);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+
+  const auto bytes = EncodeTransform(k, v, 0, 2);
+  Tensor dk(DType::kF16, k.view.layers(), 32, k.view.channels(), Layout::kDense), dv = dk;
+  DecodeOptions o;
+  Status st = DecodeChunk(bytes.data(), bytes.size(), o, dk.view, dv.view);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("profile"), std::string::npos) << st.ToString();
+  o.profile = &*without;
+  st = DecodeChunk(bytes.data(), bytes.size(), o, dk.view, dv.view);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("profile"), std::string::npos) << st.ToString();
+}
+
+TEST(TransformChunk, TruncatedAndBitFlippedChunksAreRefused) {
+  const auto& kv = Kv();
+  const Tensor k = CopyOf(kv.cache.keys(), DType::kF16, Layout::kDense, 0, 40);
+  const Tensor v = CopyOf(kv.cache.values(), DType::kF16, Layout::kDense, 0, 40);
+  const auto bytes = EncodeTransform(k, v, 0, 4);
+  Tensor dk(DType::kF16, k.view.layers(), 40, k.view.channels(), Layout::kDense), dv = dk;
+  DecodeOptions o;
+  o.profile = &TransformProfile();
+  for (size_t cut = 0; cut < bytes.size(); cut += 7) {
+    EXPECT_FALSE(DecodeChunk(bytes.data(), cut, o, dk.view, dv.view).ok()) << cut;
+  }
+  std::mt19937 rng(5);
+  for (int i = 0; i < 300; ++i) {
+    auto flipped = bytes;
+    flipped[rng() % flipped.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    EXPECT_FALSE(DecodeChunk(flipped.data(), flipped.size(), o, dk.view, dv.view).ok()) << i;
+  }
+}
+
+TEST(TransformChunk, ALevelThatKeepsNoComponentDecodesToTheMeans) {
+  const auto& kv = Kv();
+  ProfileOptions options;
+  options.transform = true;
+  options.rope = ModelRope();
+  options.ladder = DefaultLadder(kv.cache.layers);
+  options.ladder.resize(2);
+  options.ladder[1].step_multiplier[0] = options.ladder[1].step_multiplier[1] = 1e4f;  // above every variance
+  ProfileBuilder builder(options);
+  ASSERT_TRUE(builder.AddSample(SliceTokens(kv.cache.keys(), 0, kSampleTokens), SliceTokens(kv.cache.values(), 0, kSampleTokens)).ok());
+  auto profile = builder.Build();
+  ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+  for (uint32_t kept : profile->data().transform.levels[1].kept) ASSERT_EQ(kept, 0u);
+  const Tensor k = CopyOf(kv.cache.keys(), DType::kF32, Layout::kDense, 8, 24);
+  const Tensor v = CopyOf(kv.cache.values(), DType::kF32, Layout::kDense, 8, 24);
+  ChunkInput in;
+  in.keys = k.view;
+  in.values = v.view;
+  in.token_begin = 8;
+  EncodeOptions eo;
+  eo.level = 2;
+  eo.profile = &*profile;
+  eo.scheme = QuantScheme::kTransform;
+  auto bytes = EncodeChunk(in, eo);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  Tensor dk(DType::kF32, k.view.layers(), 24, k.view.channels(), Layout::kDense), dv = dk;
+  DecodeOptions o;
+  o.profile = &*profile;
+  ASSERT_TRUE(DecodeChunk(bytes->data(), bytes->size(), o, dk.view, dv.view).ok());
+  const ProfileData& d = profile->data();
+  for (int64_t l = 0; l < k.view.layers(); ++l) {
+    for (int64_t c = 0; c < k.view.channels(); ++c) {
+      // Values: exactly mean + step * 0. Keys: the de-rotated mean, rotated to the row's position.
+      EXPECT_EQ(dv.at(l, 5, c), d.transform.means[d.Index(static_cast<int>(l), 1, static_cast<int>(c))]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvstream
