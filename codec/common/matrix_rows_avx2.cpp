@@ -1,5 +1,5 @@
 // MultiplyRows with AVX2 + FMA (compiled with -mavx2 -mfma). The output is cut into tiles of 4 rows x 16
-// columns, each summed in eight registers (as many independent FMA chains as the two FMA pipes need);
+// columns (then 8, then the last few with masked loads), each summed in eight registers (as many independent FMA chains as the two FMA pipes need);
 // columns go outermost, so that the slice of b a tile reads (inner x 16 floats) stays in L1 while every
 // row passes. Zero terms are not skipped here: adding +0 or -0 leaves each sum unchanged (a sum that
 // starts at +0 never becomes -0), so the results equal the portable kernel's bit for bit.
@@ -8,7 +8,7 @@
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
 
-#include "codec/common/quantizer.h"
+#include <cstdint>
 
 namespace kvstream::codec {
 namespace {
@@ -68,6 +68,20 @@ void Tile<4, 2>(const float* a, int64_t inner, const float* b, int64_t cols, flo
   _mm256_storeu_ps(o + 3 * cols + 8, a31);
 }
 
+// The last cols % 8 columns, for rows [r, r + kRows): masked loads and stores of one vector.
+template <int kRows>
+void TailTile(const float* a, int64_t inner, const float* b, int64_t cols, float* out, int64_t r, int64_t c,
+              __m256i mask) {
+  __m256 acc[kRows];
+  for (auto& v : acc) v = _mm256_setzero_ps();
+  const float* ar = a + r * inner;
+  for (int64_t k = 0; k < inner; ++k) {
+    const __m256 bv = _mm256_maskload_ps(b + k * cols + c, mask);
+    for (int i = 0; i < kRows; ++i) acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(ar + i * inner + k), bv, acc[i]);
+  }
+  for (int i = 0; i < kRows; ++i) _mm256_maskstore_ps(out + (r + i) * cols + c, mask, acc[i]);
+}
+
 template <int kVecs>
 void Columns(const float* a, int64_t rows, int64_t inner, const float* b, int64_t cols, float* out, int64_t c) {
   int64_t r = 0;
@@ -81,13 +95,13 @@ void MultiplyRowsAvx2(const float* a, int64_t rows, int64_t inner, const float* 
   int64_t c = 0;
   for (; c + 16 <= cols; c += 16) Columns<2>(a, rows, inner, b, cols, out, c);
   for (; c + 8 <= cols; c += 8) Columns<1>(a, rows, inner, b, cols, out, c);
-  for (; c < cols; ++c) {
-    for (int64_t r = 0; r < rows; ++r) {
-      float acc = 0.0f;
-      for (int64_t k = 0; k < inner; ++k) acc = AccumulateComponent(acc, a[r * inner + k], b[k * cols + c]);
-      out[r * cols + c] = acc;
-    }
-  }
+  if (c == cols) return;
+  alignas(32) int32_t lanes[8];
+  for (int i = 0; i < 8; ++i) lanes[i] = c + i < cols ? -1 : 0;
+  const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) TailTile<4>(a, inner, b, cols, out, r, c, mask);
+  for (; r < rows; ++r) TailTile<1>(a, inner, b, cols, out, r, c, mask);
 }
 
 }  // namespace kvstream::codec

@@ -12,12 +12,12 @@
 #include "codec/common/container_format.h"
 #include "codec/common/crc32c.h"
 #include "codec/common/key_rotation.h"
-#include "codec/common/matrix_rows.h"
 #include "codec/common/parallel.h"
 #include "codec/common/profile_data.h"
 #include "codec/common/quantizer.h"
 #include "codec/common/rans.h"
 #include "codec/compress/table_clustering.h"
+#include "codec/compress/transform_projection.h"
 #include "common/half.h"
 #include "common/half_rows.h"
 #include "common/int8_row.h"
@@ -292,9 +292,7 @@ Status EncodeTransform(const SegmentJob& job, const LevelSpec& spec, const Profi
   const float inv_step = 1.0f / lvl.steps[slice];
   const int64_t kept = lvl.kept[slice];
   const float* mean = d.transform.means.data() + d.Index(layer, job.kv, 0);
-  const float* basis = d.Basis(layer, job.kv);
-  // Centred rows, then their components through the transposed kept basis ([channel][component]), with
-  // 1 / step folded in so that the product is the weights.
+  // Centred rows, then their weights.
   const int64_t coded = tokens - sinks;
   std::vector<float> centred(static_cast<size_t>(coded * channels));
   for (int64_t t = 0; t < coded; ++t) {
@@ -304,12 +302,8 @@ Status EncodeTransform(const SegmentJob& job, const LevelSpec& spec, const Profi
     if (job.kv == 0) rope.Unrotate(y, sinks + t, static_cast<int>(channels));
     for (int64_t c = 0; c < channels; ++c) y[c] -= mean[c];
   }
-  std::vector<float> projection(static_cast<size_t>(channels * kept));
-  for (int64_t j = 0; j < kept; ++j) {
-    for (int64_t c = 0; c < channels; ++c) projection[c * kept + j] = basis[j * channels + c] * inv_step;
-  }
   std::vector<float> weights(static_cast<size_t>(coded * kept));
-  codec::MultiplyRows(centred.data(), coded, channels, projection.data(), kept, weights.data());
+  codec::ProjectRows(centred.data(), coded, channels, d.Basis(layer, job.kv), kept, inv_step, weights.data());
   Symbols s;
   s.symbols.resize(weights.size());
   for (size_t i = 0; i < weights.size(); ++i) s.symbols[i] = codec::QuantizeToSymbol(weights[i], 0.0f, 1.0f);

@@ -3,11 +3,14 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "codec/common/profile_data.h"
 #include "codec/common/key_rotation.h"
+#include "codec/common/parallel.h"
 #include "codec/common/quantizer.h"
 #include "codec/compress/symmetric_eigen.h"
+#include "codec/compress/transform_projection.h"
 #include "codec/compress/table_clustering.h"
 #include "kvstream/profile.h"
 
@@ -196,8 +199,9 @@ Result<Profile> ProfileBuilder::Build() const {
 // The transform scheme (docs/codec.md, "Transform scheme"), per (layer, K/V): rows y (keys with RoPE
 // undone at their position), mean m, covariance eigenvectors u_j by falling variance lambda_j; per level,
 // step = multiplier x S (the RMS of the channel stds, the channel-uniform scheme's step unit, so that a
-// level means the same step in both schemes), components with lambda_j > step^2 / 12 kept (reverse water-filling: the others carry
-// less than the quantiser's own noise), tables from the histograms of round(u_j . (y - m) / step).
+// level means the same step in both schemes), components with lambda_j > step^2 / 12 kept (reverse
+// water-filling: the others carry less than the quantiser's own noise), tables from the histograms of
+// round(u_j . (y - m) / step).
 Status ProfileBuilder::BuildTransform(const std::vector<float>& slice_rms, ProfileData* d) const {
   const int layers = d->layers, channels = d->channels;
   const size_t c_n = static_cast<size_t>(channels);
@@ -214,76 +218,74 @@ Status ProfileBuilder::BuildTransform(const std::vector<float>& slice_rms, Profi
   std::vector<std::vector<codec::Histogram>> hist(d->ladder.size(), std::vector<codec::Histogram>(d->means.size()));
   std::vector<codec::RopeTable> rope;
   for (int64_t n_s : sample_tokens_) rope.emplace_back(options_.rope, 0, n_s);
-  for (int l = 0; l < layers; ++l) {
-    for (int kv = 0; kv < 2; ++kv) {
-      // The rows, de-rotated for keys: [sample rows past the sinks][channels].
-      std::vector<float> rows;
-      for (size_t s = 0; s < sample_tokens_.size(); ++s) {
-        const float* x = samples_[kv][s].data() + static_cast<size_t>(l) * sample_tokens_[s] * c_n;
-        for (int64_t t = codec::kSinkPositions; t < sample_tokens_[s]; ++t) {
-          const size_t at = rows.size();
-          rows.insert(rows.end(), x + t * channels, x + (t + 1) * channels);
-          for (size_t c = at; c < rows.size(); ++c) {
-            if (!std::isfinite(rows[c])) rows[c] = 0.0f;
-          }
-          if (kv == 0) rope[s].Unrotate(rows.data() + at, t, channels);
+  // Slices are independent (each writes only its own entries), so they are learned in parallel.
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  KVSTREAM_RETURN_IF_ERROR(codec::RunParallel(static_cast<size_t>(layers) * 2, threads, nullptr, [&](size_t slice_index) -> Status {
+    const int l = static_cast<int>(slice_index / 2), kv = static_cast<int>(slice_index % 2);
+    // The rows, de-rotated for keys: [sample rows past the sinks][channels].
+    std::vector<float> rows;
+    for (size_t s = 0; s < sample_tokens_.size(); ++s) {
+      const float* x = samples_[kv][s].data() + static_cast<size_t>(l) * sample_tokens_[s] * c_n;
+      for (int64_t t = codec::kSinkPositions; t < sample_tokens_[s]; ++t) {
+        const size_t at = rows.size();
+        rows.insert(rows.end(), x + t * channels, x + (t + 1) * channels);
+        for (size_t c = at; c < rows.size(); ++c) {
+          if (!std::isfinite(rows[c])) rows[c] = 0.0f;
         }
-      }
-      const size_t n = rows.size() / c_n;
-      std::vector<double> mean(c_n, 0.0), cov(c_n * c_n, 0.0);
-      for (size_t t = 0; t < n; ++t) {
-        for (size_t c = 0; c < c_n; ++c) mean[c] += rows[t * c_n + c];
-      }
-      for (double& m : mean) m /= static_cast<double>(n);
-      std::vector<double> centred(c_n);
-      for (size_t t = 0; t < n; ++t) {
-        for (size_t c = 0; c < c_n; ++c) centred[c] = rows[t * c_n + c] - mean[c];
-        for (size_t r = 0; r < c_n; ++r) {
-          double* row = cov.data() + r * c_n;
-          for (size_t c = r; c < c_n; ++c) row[c] += centred[r] * centred[c];
-        }
-      }
-      for (size_t r = 0; r < c_n; ++r) {
-        for (size_t c = r; c < c_n; ++c) cov[c * c_n + r] = cov[r * c_n + c] /= static_cast<double>(n);
-      }
-      const codec::Eigen eigen = codec::SymmetricEigen(std::move(cov), channels);
-      const size_t first = d->Index(l, kv, 0);
-      float* basis = tr.bases.data() + first * c_n;
-      for (size_t i = 0; i < c_n * c_n; ++i) basis[i] = static_cast<float>(eigen.vectors[i]);
-      for (size_t c = 0; c < c_n; ++c) tr.means[first + c] = static_cast<float>(mean[c]);
-      // Components of every row, with the mean and basis as stored (fp32), as the encoder computes them.
-      std::vector<float> z(n * c_n);
-      for (size_t t = 0; t < n; ++t) {
-        for (size_t c = 0; c < c_n; ++c) centred[c] = rows[t * c_n + c] - tr.means[first + c];
-        for (size_t j = 0; j < c_n; ++j) {
-          float acc = 0.0f;
-          for (size_t c = 0; c < c_n; ++c) acc += basis[j * c_n + c] * static_cast<float>(centred[c]);
-          z[t * c_n + j] = acc;
-        }
-      }
-      for (size_t i = 0; i < d->ladder.size(); ++i) {
-        const LevelSpec& spec = d->ladder[i];
-        ProfileTransformLevel& level = tr.levels[i];
-        const size_t slice = static_cast<size_t>(l) * 2 + static_cast<size_t>(kv);
-        float step = slice_rms[slice] * spec.step_multiplier[kv] * (l < spec.fine_layers[kv] ? spec.fine_factor : 1.0f);
-        if (!std::isfinite(step) || !(step > 0.0f)) step = 1.0f;
-        level.steps[slice] = step;
-        uint32_t kept = 0;
-        while (kept < c_n && eigen.values[kept] > static_cast<double>(step) * step / 12.0) ++kept;
-        level.kept[slice] = kept;
-        const float inv = 1.0f / step;
-        for (size_t j = 0; j < c_n; ++j) {
-          codec::Histogram& h = hist[i][first + j];
-          h.fill(0);
-          if (j >= kept) {
-            h[codec::kSymbolZero] = 1;  // never coded: a token weight, so that it does not pull the clustering
-            continue;
-          }
-          for (size_t t = 0; t < n; ++t) ++h[codec::QuantizeToSymbol(z[t * c_n + j], 0.0f, inv)];
-        }
+        if (kv == 0) rope[s].Unrotate(rows.data() + at, t, channels);
       }
     }
-  }
+    const size_t n = rows.size() / c_n;
+    std::vector<double> mean(c_n, 0.0), cov(c_n * c_n, 0.0);
+    for (size_t t = 0; t < n; ++t) {
+      for (size_t c = 0; c < c_n; ++c) mean[c] += rows[t * c_n + c];
+    }
+    for (double& m : mean) m /= static_cast<double>(n);
+    std::vector<double> centred(c_n);
+    for (size_t t = 0; t < n; ++t) {
+      for (size_t c = 0; c < c_n; ++c) centred[c] = rows[t * c_n + c] - mean[c];
+      for (size_t r = 0; r < c_n; ++r) {
+        double* row = cov.data() + r * c_n;
+        for (size_t c = r; c < c_n; ++c) row[c] += centred[r] * centred[c];
+      }
+    }
+    for (size_t r = 0; r < c_n; ++r) {
+      for (size_t c = r; c < c_n; ++c) cov[c * c_n + r] = cov[r * c_n + c] /= static_cast<double>(n);
+    }
+    const codec::Eigen eigen = codec::SymmetricEigen(std::move(cov), channels);
+    const size_t first = d->Index(l, kv, 0);
+    float* basis = tr.bases.data() + first * c_n;
+    for (size_t i = 0; i < c_n * c_n; ++i) basis[i] = static_cast<float>(eigen.vectors[i]);
+    for (size_t c = 0; c < c_n; ++c) tr.means[first + c] = static_cast<float>(mean[c]);
+    // Components of every row, with the mean and basis as stored (fp32), as the encoder computes them.
+    for (size_t t = 0; t < n; ++t) {
+      for (size_t c = 0; c < c_n; ++c) rows[t * c_n + c] -= tr.means[first + c];
+    }
+    std::vector<float> z(n * c_n);
+    codec::ProjectRows(rows.data(), static_cast<int64_t>(n), channels, basis, channels, 1.0f, z.data());
+    for (size_t i = 0; i < d->ladder.size(); ++i) {
+      const LevelSpec& spec = d->ladder[i];
+      ProfileTransformLevel& level = tr.levels[i];
+      const size_t slice = static_cast<size_t>(l) * 2 + static_cast<size_t>(kv);
+      float step = slice_rms[slice] * spec.step_multiplier[kv] * (l < spec.fine_layers[kv] ? spec.fine_factor : 1.0f);
+      if (!std::isfinite(step) || !(step > 0.0f)) step = 1.0f;
+      level.steps[slice] = step;
+      uint32_t kept = 0;
+      while (kept < c_n && eigen.values[kept] > static_cast<double>(step) * step / 12.0) ++kept;
+      level.kept[slice] = kept;
+      const float inv = 1.0f / step;
+      for (size_t j = 0; j < c_n; ++j) {
+        codec::Histogram& h = hist[i][first + j];
+        h.fill(0);
+        if (j >= kept) {
+          h[codec::kSymbolZero] = 1;  // never coded: a token weight, so that it does not pull the clustering
+          continue;
+        }
+        for (size_t t = 0; t < n; ++t) ++h[codec::QuantizeToSymbol(z[t * c_n + j], 0.0f, inv)];
+      }
+    }
+    return Status::Ok();
+  }));
   for (size_t i = 0; i < tr.levels.size(); ++i) {
     KVSTREAM_ASSIGN_OR_RETURN(tr.levels[i].bank, ProfileBank(hist[i], options_.max_tables));
   }

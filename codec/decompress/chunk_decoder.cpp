@@ -270,22 +270,29 @@ class SegmentDecoder {
       }
       if (escape_count_ != 0 && std::memchr(sym, codec::kEscapeSymbol, n_c) != nullptr) {
         for (size_t c = 0; c < n_c; ++c) {
-          if (sym[c] != codec::kEscapeSymbol) continue;
-          if (e == escape_count_) {
-            return Status::CorruptData(in_.what() + ": more escape symbols than the " + std::to_string(escape_count_) + " escape values");
-          }
-          uint16_t h;
-          std::memcpy(&h, escapes_ + 2 * e++, 2);
-          row[c] = HalfToFloat(h);
+          if (sym[c] == codec::kEscapeSymbol) KVSTREAM_RETURN_IF_ERROR(NextEscape(&e, &row[c]));
         }
       }
       StoreRow(out_, seg_.layer, t, row.data());
     }
-    if (e != escape_count_) {
-      return Status::CorruptData(in_.what() + ": escape count = " + std::to_string(escape_count_) + " but the stream has " +
-                                 std::to_string(e) + " escape symbols");
+    return CheckEscapesUsed(e);
+  }
+
+  // The value of escape symbol number *e (in symbol order), advancing *e; CorruptData when the stream has
+  // more escape symbols than the segment has values.
+  Status NextEscape(uint32_t* e, float* value) const {
+    if (*e == escape_count_) {
+      return Status::CorruptData(in_.what() + ": more escape symbols than the " + std::to_string(escape_count_) + " escape values");
     }
+    uint16_t h;
+    std::memcpy(&h, escapes_ + 2 * (*e)++, 2);
+    *value = HalfToFloat(h);
     return Status::Ok();
+  }
+  Status CheckEscapesUsed(uint32_t e) const {
+    if (e == escape_count_) return Status::Ok();
+    return Status::CorruptData(in_.what() + ": escape count = " + std::to_string(escape_count_) + " but the stream has " +
+                               std::to_string(e) + " escape symbols");
   }
 
   // Transform scheme, after the sink rows: component weights (escapes patched in), their product with the
@@ -298,18 +305,9 @@ class SegmentDecoder {
     uint32_t e = 0;
     for (size_t i = 0; i < symbols_.size(); ++i) {
       weights[i] = codec::SymbolWeight(symbols_[i]);
-      if (symbols_[i] != codec::kEscapeSymbol) continue;
-      if (e == escape_count_) {
-        return Status::CorruptData(in_.what() + ": more escape symbols than the " + std::to_string(escape_count_) + " escape values");
-      }
-      uint16_t h;
-      std::memcpy(&h, escapes_ + 2 * e++, 2);
-      weights[i] = HalfToFloat(h);
+      if (symbols_[i] == codec::kEscapeSymbol) KVSTREAM_RETURN_IF_ERROR(NextEscape(&e, &weights[i]));
     }
-    if (e != escape_count_) {
-      return Status::CorruptData(in_.what() + ": escape count = " + std::to_string(escape_count_) + " but the stream has " +
-                                 std::to_string(e) + " escape symbols");
-    }
+    KVSTREAM_RETURN_IF_ERROR(CheckEscapesUsed(e));
     const ProfileData& d = profile_->data();
     const int layer = static_cast<int>(seg_.layer);
     const int64_t n_c = channels();

@@ -105,7 +105,9 @@ TEST(RopeTable, RotatesTheModelsPairsAndUndoesItself) {
     EXPECT_NEAR(row[8], std::cos(1002.0), 1e-6);
     EXPECT_NEAR(row[partner], std::sin(1002.0), 1e-6);
     for (int c = 0; c < 16; ++c) {
-      if (c != 8 && c != partner) EXPECT_EQ(row[c], 0.0f) << c;
+      if (c != 8 && c != partner) {
+        EXPECT_EQ(row[c], 0.0f) << c;
+      }
     }
     std::mt19937 rng(3);
     std::uniform_real_distribution<float> u(-4, 4);
@@ -128,7 +130,11 @@ TEST(MultiplyRows, BothKernelsSumInOrderWithFusedMultiplyAdds) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1, 1);
   std::uniform_int_distribution<int> q(-3, 3);
-  for (auto [rows, inner, cols] : {std::tuple{1, 1, 1}, {3, 7, 9}, {5, 192, 192}, {4, 33, 71}, {2, 190, 130}}) {
+  struct Shape {
+    int rows, inner, cols;
+  };
+  for (const Shape& shape : {Shape{1, 1, 1}, {3, 7, 9}, {5, 192, 192}, {4, 33, 71}, {2, 190, 130}}) {
+    const int rows = shape.rows, inner = shape.inner, cols = shape.cols;
     SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(inner) + "x" + std::to_string(cols));
     std::vector<float> a(static_cast<size_t>(rows * inner)), b(static_cast<size_t>(inner * cols));
     for (float& x : a) x = static_cast<float>(q(rng));  // many zeros, as quantised weights have
@@ -233,21 +239,32 @@ std::vector<float> RowOf(const Tensor& t, int64_t l, int64_t token) {
   return row;
 }
 
-// Component weights u_j . (y - mean) / step of a row y (de-rotated for keys), in double.
-std::vector<double> Weights(std::vector<float> row, int layer, int kv, int64_t position, Level level) {
+// What the profile holds for one (layer, K/V) at one level.
+struct Slice {
+  int channels;
+  float step;
+  uint32_t kept;
+  const float* mean;
+  const float* basis;
+};
+Slice SliceOf(int layer, int kv, Level level) {
   const ProfileData& d = TransformProfile().data();
-  const int C = d.channels;
-  const codec::RopeTable rope(d.transform.rope, position, 1);
-  if (kv == 0) rope.Unrotate(row.data(), 0, C);
   const ProfileTransformLevel& lvl = d.transform.levels[level - 1];
   const size_t slice = static_cast<size_t>(layer) * 2 + kv;
-  const float* mean = d.transform.means.data() + d.Index(layer, kv, 0);
-  const float* basis = d.Basis(layer, kv);
+  return {d.channels, lvl.steps[slice], lvl.kept[slice], d.transform.means.data() + d.Index(layer, kv, 0), d.Basis(layer, kv)};
+}
+
+// Component weights u_j . (y - mean) / step of a row y (de-rotated for keys), in double.
+std::vector<double> Weights(std::vector<float> row, int layer, int kv, int64_t position, Level level) {
+  const Slice s = SliceOf(layer, kv, level);
+  const int C = s.channels;
+  const codec::RopeTable rope(TransformProfile().data().transform.rope, position, 1);
+  if (kv == 0) rope.Unrotate(row.data(), 0, C);
   std::vector<double> w(static_cast<size_t>(C));
   for (int j = 0; j < C; ++j) {
     double dot = 0;
-    for (int c = 0; c < C; ++c) dot += double{basis[j * C + c]} * (double{row[c]} - mean[c]);
-    w[j] = dot / lvl.steps[slice];
+    for (int c = 0; c < C; ++c) dot += double{s.basis[j * C + c]} * (double{row[c]} - s.mean[c]);
+    w[j] = dot / s.step;
   }
   return w;
 }
@@ -256,17 +273,14 @@ std::vector<double> Weights(std::vector<float> row, int layer, int kv, int64_t p
 // independently of the decoder.
 std::vector<float> Reconstruct(const std::vector<double>& q, int layer, int kv, int64_t position, Level level) {
   const ProfileData& d = TransformProfile().data();
-  const int C = d.channels;
-  const ProfileTransformLevel& lvl = d.transform.levels[level - 1];
-  const size_t slice = static_cast<size_t>(layer) * 2 + kv;
-  const float* mean = d.transform.means.data() + d.Index(layer, kv, 0);
-  const float* basis = d.Basis(layer, kv);
+  const Slice s = SliceOf(layer, kv, level);
+  const int C = s.channels;
   std::vector<float> y(static_cast<size_t>(C));
   for (int c = 0; c < C; ++c) {
     float acc = 0.0f;
-    for (uint32_t j = 0; j < lvl.kept[slice]; ++j) acc = std::fma(static_cast<float>(q[j]), basis[j * C + c], acc);
-    const float scaled = lvl.steps[slice] * acc;
-    y[c] = mean[c] + scaled;
+    for (uint32_t j = 0; j < s.kept; ++j) acc = std::fma(static_cast<float>(q[j]), s.basis[j * C + c], acc);
+    const float scaled = s.step * acc;
+    y[c] = s.mean[c] + scaled;
   }
   if (kv == 0) {
     const int hd = d.transform.rope.head_dim;
@@ -309,7 +323,7 @@ TEST(TransformChunk, DecoderReproducesTheNormativeReconstruction) {
       for (int s = 0; s < 2; ++s) {
         const Tensor& in = s == 0 ? k : v;
         const Tensor& dec = s == 0 ? out.k : out.v;
-        const uint32_t kept = TransformProfile().data().transform.levels[level - 1].kept[layer * 2 + s];
+        const uint32_t kept = SliceOf(layer, s, level).kept;
         for (int64_t t = 0; t < T; ++t) {
           if (t < 4) {  // sink rows: exact fp16
             for (int64_t c = 0; c < C; ++c) ASSERT_EQ(FloatBits(dec.at(layer, t, c)), FloatBits(HalfToFloat(FloatToHalf(in.at(layer, t, c)))));
