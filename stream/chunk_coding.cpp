@@ -7,7 +7,7 @@
 namespace kvstream::stream {
 
 Result<std::vector<uint8_t>> EncodeContextChunk(const ContextSpec& context, int64_t token_begin, int64_t tokens,
-                                                Level level, const Profile* profile, int threads) {
+                                                Level level, const Profile* profile, QuantScheme scheme, int threads) {
   ChunkInput input;
   input.keys = kvstream::SliceTokens(context.keys, token_begin, tokens);
   input.values = kvstream::SliceTokens(context.values, token_begin, tokens);
@@ -22,6 +22,7 @@ Result<std::vector<uint8_t>> EncodeContextChunk(const ContextSpec& context, int6
   EncodeOptions options;
   options.level = level;
   options.profile = profile;
+  options.scheme = scheme;
   options.threads = threads;
   return EncodeChunk(input, options);
 }

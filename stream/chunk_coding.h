@@ -15,7 +15,7 @@
 namespace kvstream::stream {
 
 Result<std::vector<uint8_t>> EncodeContextChunk(const ContextSpec& context, int64_t token_begin, int64_t tokens,
-                                                Level level, const Profile* profile, int threads);
+                                                Level level, const Profile* profile, QuantScheme scheme, int threads);
 
 // Decodes a KV-level chunk (not text) into the destination slices, checking that it covers `token_begin`.
 Status DecodeChunkInto(const uint8_t* data, size_t size, const Profile* profile, int64_t token_begin,

@@ -45,6 +45,12 @@ struct Session {
   std::atomic<int> inflight{0};
 };
 
+// The profile's measured quality of the lossy levels for the sender's scheme; null without a profile.
+const std::vector<LevelQuality>* MeasuredQuality(const SenderOptions& options) {
+  if (!options.profile) return nullptr;
+  return options.scheme == QuantScheme::kTransform ? &options.profile->transform_quality() : &options.profile->quality();
+}
+
 }  // namespace
 
 struct Sender::Impl {
@@ -95,7 +101,7 @@ struct Sender::Impl {
     const int64_t begin = context.chunk_begin[chunk];
     const int64_t tokens = context.reply.manifest.chunk_tokens[chunk];
     KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
-                              stream::EncodeContextChunk(context.spec, begin, tokens, level, options.profile.get(), 1));
+                              stream::EncodeContextChunk(context.spec, begin, tokens, level, options.profile.get(), options.scheme, 1));
     encodes.fetch_add(1);
     auto entry = std::make_shared<EncodedChunk>();
     entry->crc32c = stream::PayloadCrc32c(bytes.data(), bytes.size());
@@ -245,6 +251,12 @@ Result<std::unique_ptr<Sender>> Sender::Start(SenderOptions options) {
   if (options.encode_threads <= 0 || options.max_inflight_per_connection <= 0 || options.max_connections <= 0) {
     return Status::InvalidArgument("sender: encode_threads, max_inflight_per_connection and max_connections must be positive");
   }
+  if (options.scheme == QuantScheme::kTransform && (!options.profile || !options.profile->has_transform())) {
+    return Status::InvalidArgument("sender: scheme transform needs a profile learned with a transform (kvstream profile --transform)");
+  }
+  if (options.scheme == QuantScheme::kCacheGenToken) {
+    return Status::InvalidArgument("sender: scheme cachegen-token is for benchmarks only; use channel-uniform or transform");
+  }
   if (options.profile) options.control.profile_hash = options.profile->hash();
   auto impl = std::make_unique<Impl>(std::move(options));
   Impl* d = impl.get();
@@ -311,9 +323,9 @@ Status Sender::Register(const std::string& id, ContextSpec spec) {
     info.level = level;
     if (level == kLevelFp16 || level == kLevelText) {
       info.quality = 1.0;
-    } else if (IsLossyLevel(level) && d.options.profile &&
-               static_cast<size_t>(level) <= d.options.profile->quality().size()) {
-      info.quality = d.options.profile->quality()[level - 1].top1_agreement;  // NaN when not measured
+    } else if (const std::vector<LevelQuality>* measured = MeasuredQuality(d.options);
+               IsLossyLevel(level) && measured && static_cast<size_t>(level) <= measured->size()) {
+      info.quality = (*measured)[level - 1].top1_agreement;  // NaN when not measured
     } else {
       info.quality = std::numeric_limits<double>::quiet_NaN();  // not measured for this sender
     }

@@ -17,13 +17,6 @@ Result<DType> ParseDType(const std::string& s) {
   return Status::InvalidArgument("--dtype = " + s + ", expected f16, bf16 or f32");
 }
 
-Result<QuantScheme> ParseScheme(const std::string& s) {
-  if (s == "channel-uniform") return QuantScheme::kChannelUniform;
-  if (s == "cachegen-token") return QuantScheme::kCacheGenToken;
-  if (s == "transform") return QuantScheme::kTransform;
-  return Status::InvalidArgument("--scheme = " + s + ", expected channel-uniform, cachegen-token or transform");
-}
-
 Status RunEncode(const Args& args) {
   KVSTREAM_ASSIGN_OR_RETURN(std::string out_dir, args.Require("out"));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t tokens, args.GetInt("tokens", 1024));

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "codec/common/container_format.h"
+#include "codec/common/profile_data.h"
 #include "kvstream/codec.h"
 #include "tools/codec_files.h"
 #include "tools/command.h"
@@ -22,7 +23,6 @@ Status InspectProfileFile(const std::string& path) {
   KVSTREAM_ASSIGN_OR_RETURN(Profile p, LoadProfileFile(path));
   std::printf("%s: kvstream profile\n  model      %s\n  hash       %s\n  bytes      %zu\n  shape      %d layers x %d channels\n",
               path.c_str(), p.model().c_str(), HashHex(p.hash()).c_str(), p.bytes().size(), p.layers(), p.channels());
-  std::printf("  transform  %s\n", p.has_transform() ? "yes (PCA bases of de-rotated keys and values)" : "no");
   std::printf("  level  key-step  value-step  fine-layers(K,V)  cachegen-bins(K fine/other, V fine/other)  top1    ppl%%    kl       bits\n");
   for (size_t i = 0; i < p.ladder().size(); ++i) {
     const LevelSpec& s = p.ladder()[i];
@@ -31,6 +31,23 @@ Status InspectProfileFile(const std::string& path) {
                 s.step_multiplier[1], s.fine_layers[0], s.fine_layers[1], s.cachegen_bins[0][0], s.cachegen_bins[0][1],
                 s.cachegen_bins[1][0], s.cachegen_bins[1][1], Num(q.top1_agreement, "%.4f").c_str(),
                 Num(q.ppl_delta_pct, "%+.2f").c_str(), Num(q.kl_mean, "%.5f").c_str(), Num(q.bits_per_value, "%.3f").c_str());
+  }
+  if (!p.has_transform()) {
+    std::printf("  transform  none (chunks of scheme transform need a profile made with --transform)\n");
+    return Status::Ok();
+  }
+  const ProfileTransform& t = p.data().transform;
+  std::printf("  transform  PCA bases of the keys (RoPE undone: head_dim %d, theta %g, %s pairs) and of the values\n",
+              t.rope.head_dim, t.rope.theta, t.rope.layout == RopeLayout::kInterleaved ? "interleaved" : "rotate-half");
+  std::printf("  level  kept-components  top1    ppl%%    kl       bits\n");
+  for (size_t i = 0; i < t.levels.size(); ++i) {
+    uint64_t kept = 0;
+    for (uint32_t k : t.levels[i].kept) kept += k;
+    const LevelQuality& q = t.quality[i];
+    std::printf("  L%-5zu %-16.3f %-7s %-7s %-8s %s\n", i + 1,
+                static_cast<double>(kept) / (static_cast<double>(t.levels[i].kept.size()) * p.channels()),
+                Num(q.top1_agreement, "%.4f").c_str(), Num(q.ppl_delta_pct, "%+.2f").c_str(), Num(q.kl_mean, "%.5f").c_str(),
+                Num(q.bits_per_value, "%.3f").c_str());
   }
   return Status::Ok();
 }

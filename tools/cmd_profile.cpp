@@ -101,10 +101,19 @@ Status RunProfile(const Args& args) {
       KVSTREAM_ASSIGN_OR_RETURN(double bits, codec->Apply(cache));
       if (!measure) {
         std::printf("  L%-5d %.4f\n", spec.level, bits);
+        LevelQuality q;
+        q.bits_per_value = bits;
+        KVSTREAM_ASSIGN_OR_RETURN(profile, profile.WithQuality(spec.level, q, /*transform=*/true));
         continue;
       }
       KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(*codec));
       std::printf("  L%-5d %-20.4f %-8.4f %-+11.3f %.5f\n", spec.level, bits, r.top1_agreement, r.ppl_delta_pct, r.kl_mean);
+      LevelQuality q;
+      q.bits_per_value = bits;
+      q.top1_agreement = r.top1_agreement;
+      q.ppl_delta_pct = r.ppl_delta_pct;
+      q.kl_mean = r.kl_mean;
+      KVSTREAM_ASSIGN_OR_RETURN(profile, profile.WithQuality(spec.level, q, /*transform=*/true));
     }
   }
   KVSTREAM_RETURN_IF_ERROR(WriteFileBytes(out_path, profile.bytes().data(), profile.bytes().size()));
@@ -138,8 +147,8 @@ KVSTREAM_REGISTER_COMMAND(profile, {
     "  --eval-tokens E        continuation tokens scored by --measure (default 128)\n"
     "  --transform            also learn the transform scheme (kvstream encode --scheme transform): a PCA\n"
     "                         basis per (layer, K/V) of the keys with RoPE undone and of the values; adds\n"
-    "                         2 x layers x channels^2 floats to the profile and a transform column to the\n"
-    "                         report (the recorded quality stays the channel-uniform scheme's)\n"
+    "                         2 x layers x channels^2 floats to the profile and the transform's sizes (and,\n"
+    "                         with --measure, qualities, recorded for it) to the report\n"
     "  --measure              measure and record each level's quality (top-1 agreement, ppl, KL)\n"
     "  --tokenizer PATH       tokenizer overriding the one found with the model\n"
     "  --threads N            OpenBLAS threads for the forward pass (default 0 = all cores)",

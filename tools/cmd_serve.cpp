@@ -46,6 +46,7 @@ Status RunServe(const Args& args) {
                                  .WithContext("--profile " + args.GetString("profile")));
     options.profile = std::make_shared<const Profile>(std::move(profile));
   }
+  KVSTREAM_ASSIGN_OR_RETURN(options.scheme, ParseScheme(args.GetString("scheme", "channel-uniform")));
   if (args.Has("levels")) {
     std::stringstream list(args.GetString("levels"));
     std::string item;
@@ -78,7 +79,10 @@ Status RunServe(const Args& args) {
               model->config().name.c_str(), host_port.first.c_str(), sender->port(),
               static_cast<unsigned long long>(options.control.model_hash),
               options.control.secret.empty() ? "" : ", shared secret required");
-  if (options.profile) std::printf("codec profile %s: fetchers need the same file (kvstream fetch --profile)\n", HashHex(options.profile->hash()).c_str());
+  if (options.profile) {
+    std::printf("codec profile %s, scheme %s: fetchers need the same file (kvstream fetch --profile)\n",
+                HashHex(options.profile->hash()).c_str(), QuantSchemeName(options.scheme));
+  }
   std::fflush(stdout);
 
   g_stop.store(false);
@@ -105,7 +109,7 @@ KVSTREAM_REGISTER_COMMAND(serve, {
     "prefill node: serve the KV cache of a text's windows to kvstream fetch",
     "usage: kvstream serve --listen HOST:PORT --model M [--text FILE] [--contexts N] [--tokens T]\n"
     "                      [--chunk-tokens C] [--secret-file F] [--levels LIST] [--cache-mb MB]\n"
-    "                      [--duration-s S] [--profile P]\n\n"
+    "                      [--duration-s S] [--profile P] [--scheme S]\n\n"
     "Context \"i\" is the KV of tokens [i*T, (i+1)*T) of the tokenized text. Each chunk is offered at fp16,\n"
     "int8, every lossy level of the codec and text (token ids, recomputed by the fetcher's model).\n\n"
     "  --listen HOST:PORT    control-plane address (required; port 0 picks a free one, printed)\n"
@@ -121,11 +125,14 @@ KVSTREAM_REGISTER_COMMAND(serve, {
     "  --profile P           codec profile (kvstream profile) the lossy levels are encoded with; fetchers must\n"
     "                        hold the same one, and its measured qualities are advertised to their policies\n"
     "                        (default none: every chunk carries its own tables, qualities unknown)\n"
+    "  --scheme S            quantiser of the lossy levels: channel-uniform (default) or transform (about 1.2x\n"
+    "                        smaller, several times slower to decode; needs a --profile made with\n"
+    "                        kvstream profile --transform)\n"
     "  --tokenizer PATH      tokenizer overriding the one found with the model\n"
     "  --threads N           forward-pass threads (default 0 = all cores)\n\n"
     "The data plane is UCX: UCX_TLS, UCX_NET_DEVICES, UCX_RNDV_THRESH, ... apply (docs/transport.md).",
     {"listen", "model", "text", "contexts", "tokens", "chunk-tokens", "secret-file", "levels", "cache-mb", "duration-s",
-     "tokenizer", "threads", "profile"},
+     "tokenizer", "threads", "profile", "scheme"},
     {},
     RunServe,
 });

@@ -1,5 +1,5 @@
-// File plumbing of the codec commands (encode, decode, inspect, profile): whole-file reads with a size
-// limit, writes, and loading a profile file. Header-only: tools/CMakeLists.txt compiles only cmd_*.cpp.
+// File plumbing of the codec commands (encode, decode, inspect, profile, serve): whole-file reads with a
+// size limit, writes, loading a profile file, and the --scheme flag. Header-only: tools/CMakeLists.txt compiles only cmd_*.cpp.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kvstream/codec.h"
 #include "kvstream/profile.h"
 #include "kvstream/status.h"
 
@@ -41,6 +42,14 @@ inline Result<Profile> LoadProfileFile(const std::string& path) {
   auto profile = Profile::Parse(bytes.data(), bytes.size(), limits);
   if (!profile.ok()) return profile.status().WithContext(path);
   return profile;
+}
+
+// --scheme: the quantiser of the lossy levels.
+inline Result<QuantScheme> ParseScheme(const std::string& s) {
+  if (s == "channel-uniform") return QuantScheme::kChannelUniform;
+  if (s == "cachegen-token") return QuantScheme::kCacheGenToken;
+  if (s == "transform") return QuantScheme::kTransform;
+  return Status::InvalidArgument("--scheme = " + s + ", expected channel-uniform, cachegen-token or transform");
 }
 
 inline std::string HashHex(uint64_t h) {

@@ -51,6 +51,24 @@ uint64_t ProfileHash(const uint8_t* data, size_t size) {
   return h == 0 ? 1 : h;
 }
 
+namespace {
+
+void WriteQuality(const LevelQuality& q, ByteWriter& w) {
+  w.F64(q.top1_agreement);
+  w.F64(q.ppl_delta_pct);
+  w.F64(q.kl_mean);
+  w.F64(q.bits_per_value);
+}
+
+Status ReadQuality(ByteReader& in, LevelQuality* q) {
+  KVSTREAM_RETURN_IF_ERROR(in.F64(&q->top1_agreement, "quality"));
+  KVSTREAM_RETURN_IF_ERROR(in.F64(&q->ppl_delta_pct, "quality"));
+  KVSTREAM_RETURN_IF_ERROR(in.F64(&q->kl_mean, "quality"));
+  return in.F64(&q->bits_per_value, "quality");
+}
+
+}  // namespace
+
 void ProfileData::Finalize() {
   bytes.clear();
   ByteWriter w(&bytes);
@@ -73,11 +91,7 @@ void ProfileData::Finalize() {
     w.F32(s.fine_factor);
     for (int kv = 0; kv < 2; ++kv)
       for (int j = 0; j < 2; ++j) w.U32(static_cast<uint32_t>(s.cachegen_bins[kv][j]));
-    const LevelQuality& q = quality[i];
-    w.F64(q.top1_agreement);
-    w.F64(q.ppl_delta_pct);
-    w.F64(q.kl_mean);
-    w.F64(q.bits_per_value);
+    WriteQuality(quality[i], w);
     w.Raw(levels[i].steps.data(), levels[i].steps.size() * sizeof(float));
     codec::WriteTableBank(levels[i].bank, w);
   }
@@ -89,7 +103,9 @@ void ProfileData::Finalize() {
     w.U8(static_cast<uint8_t>(t.rope.layout));
     w.Raw(t.means.data(), t.means.size() * sizeof(float));
     w.Raw(t.bases.data(), t.bases.size() * sizeof(float));
-    for (const ProfileTransformLevel& level : t.levels) {
+    for (size_t i = 0; i < t.levels.size(); ++i) {
+      const ProfileTransformLevel& level = t.levels[i];
+      WriteQuality(t.quality[i], w);
       w.Raw(level.steps.data(), level.steps.size() * sizeof(float));
       w.Raw(level.kept.data(), level.kept.size() * sizeof(uint32_t));
       codec::WriteTableBank(level.bank, w);
@@ -155,8 +171,10 @@ Status ReadTransform(ByteReader& in, ProfileData* d) {
   KVSTREAM_RETURN_IF_ERROR(ReadFloats(in, per_level, &t.means, "transform means", false));
   KVSTREAM_RETURN_IF_ERROR(ReadFloats(in, per_level * static_cast<size_t>(d->channels), &t.bases, "transform bases", false));
   t.levels.resize(d->ladder.size());
+  t.quality.resize(d->ladder.size());
   for (size_t i = 0; i < t.levels.size(); ++i) {
     ProfileTransformLevel& level = t.levels[i];
+    KVSTREAM_RETURN_IF_ERROR(ReadQuality(in, &t.quality[i]));
     KVSTREAM_RETURN_IF_ERROR(ReadFloats(in, slices, &level.steps, "transform steps", true));
     uint64_t bytes = 0;
     if (!codec::MulWithin(slices, sizeof(uint32_t), in.remaining(), &bytes)) {
@@ -245,10 +263,7 @@ Result<Profile> Profile::Parse(const uint8_t* data, size_t size, const ProfileLi
       }
     }
     LevelQuality q;
-    KVSTREAM_RETURN_IF_ERROR(in.F64(&q.top1_agreement, "quality"));
-    KVSTREAM_RETURN_IF_ERROR(in.F64(&q.ppl_delta_pct, "quality"));
-    KVSTREAM_RETURN_IF_ERROR(in.F64(&q.kl_mean, "quality"));
-    KVSTREAM_RETURN_IF_ERROR(in.F64(&q.bits_per_value, "quality"));
+    KVSTREAM_RETURN_IF_ERROR(ReadQuality(in, &q));
     ProfileLevelData level;
     KVSTREAM_RETURN_IF_ERROR(ReadFloats(in, per_level, &level.steps, "steps", true));
     Status st = codec::ReadTableBank(in, per_level, &level.bank);
@@ -280,14 +295,16 @@ Status Profile::CheckShape(int64_t layers, int64_t channels, const std::string& 
 const std::vector<LevelSpec>& Profile::ladder() const { return data_->ladder; }
 const std::vector<LevelQuality>& Profile::quality() const { return data_->quality; }
 bool Profile::has_transform() const { return data_->has_transform; }
+const std::vector<LevelQuality>& Profile::transform_quality() const { return data_->transform.quality; }
 
-Result<Profile> Profile::WithQuality(Level level, const LevelQuality& quality) const {
+Result<Profile> Profile::WithQuality(Level level, const LevelQuality& quality, bool transform) const {
   if (level < 1 || level > static_cast<Level>(data_->ladder.size())) {
     return Status::InvalidArgument("profile: level " + std::to_string(level) + " not in the ladder 1.." +
                                    std::to_string(data_->ladder.size()));
   }
+  if (transform && !data_->has_transform) return Status::InvalidArgument("profile: no transform to record a quality for");
   auto copy = std::make_shared<ProfileData>(*data_);
-  copy->quality[static_cast<size_t>(level - 1)] = quality;
+  (transform ? copy->transform.quality : copy->quality)[static_cast<size_t>(level - 1)] = quality;
   copy->Finalize();
   return Profile(std::move(copy));
 }

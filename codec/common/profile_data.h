@@ -32,6 +32,7 @@ struct ProfileTransform {
   std::vector<float> means;  // [layer][K/V][channel], in the de-rotated domain for keys
   std::vector<float> bases;  // [layer][K/V][component][channel]
   std::vector<ProfileTransformLevel> levels;  // [level - 1]
+  std::vector<LevelQuality> quality;          // [level - 1], measured with this scheme
 };
 
 struct ProfileData {

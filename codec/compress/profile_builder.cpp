@@ -211,6 +211,7 @@ Status ProfileBuilder::BuildTransform(const std::vector<float>& slice_rms, Profi
   tr.means.assign(d->means.size(), 0.0f);
   tr.bases.assign(d->means.size() * c_n, 0.0f);
   tr.levels.resize(d->ladder.size());
+  tr.quality.assign(d->ladder.size(), LevelQuality{});
   for (ProfileTransformLevel& level : tr.levels) {
     level.steps.resize(static_cast<size_t>(layers) * 2);
     level.kept.resize(static_cast<size_t>(layers) * 2);

@@ -77,12 +77,15 @@ class Profile {
   Status CheckShape(int64_t layers, int64_t channels, const std::string& what) const;
   // The lossy levels this profile serves, 1..levels().size(), in order.
   const std::vector<LevelSpec>& ladder() const;
-  const std::vector<LevelQuality>& quality() const;  // [level - 1]
+  const std::vector<LevelQuality>& quality() const;  // [level - 1], with the channel-uniform scheme
   // Whether the profile carries the transform scheme's bases (ProfileOptions::transform), which chunks of
   // QuantScheme::kTransform need.
   bool has_transform() const;
-  // A copy with the measured quality of `level` recorded (the hash changes with the bytes).
-  Result<Profile> WithQuality(Level level, const LevelQuality& quality) const;
+  // [level - 1], with the transform scheme; empty without a transform.
+  const std::vector<LevelQuality>& transform_quality() const;
+  // A copy with the measured quality of `level` recorded, for the transform scheme when `transform` (the
+  // profile must have one), else for channel-uniform (the hash changes with the bytes).
+  Result<Profile> WithQuality(Level level, const LevelQuality& quality, bool transform = false) const;
 
   const ProfileData& data() const { return *data_; }
 

@@ -178,6 +178,18 @@ TEST(TransformProfile, SavesLoadsAndRefusesCorruptSections) {
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_TRUE(parsed->has_transform());
   EXPECT_EQ(parsed->hash(), p.hash());
+  // Each scheme keeps its own measured quality.
+  LevelQuality q;
+  q.top1_agreement = 0.97;
+  q.bits_per_value = 3.5;
+  auto measured = p.WithQuality(2, q, /*transform=*/true);
+  ASSERT_TRUE(measured.ok()) << measured.status().ToString();
+  auto reparsed = Profile::Parse(measured->bytes().data(), measured->bytes().size());
+  ASSERT_TRUE(reparsed.ok()) << reparsed.status().ToString();
+  EXPECT_EQ(reparsed->transform_quality()[1].top1_agreement, 0.97);
+  EXPECT_EQ(reparsed->transform_quality()[1].bits_per_value, 3.5);
+  EXPECT_TRUE(std::isnan(reparsed->quality()[1].top1_agreement));
+  EXPECT_NE(reparsed->hash(), p.hash());
 
   // Hostile transform sections, each with a valid CRC: an odd head_dim, a kept count beyond the channels.
   ProfileData bad = d;
@@ -424,6 +436,8 @@ TEST(TransformChunk, RefusesMissingAndWrongProfiles) {
   auto without = builder.Build();
   ASSERT_TRUE(without.ok());
   EXPECT_FALSE(without->has_transform());
+  EXPECT_TRUE(without->transform_quality().empty());
+  EXPECT_FALSE(without->WithQuality(1, LevelQuality{}, /*transform=*/true).ok());
   eo.profile = &*without;
   r = EncodeChunk(in, eo);
   ASSERT_FALSE(r.ok());

@@ -140,6 +140,68 @@ TEST_F(FetchTest, WithAProfileLevelsAreSmallerAdvertiseTheirQualityAndNeedThePro
   EXPECT_EQ(mismatched.status().code(), StatusCode::kInvalidArgument) << mismatched.status().ToString();
 }
 
+// A sender of the transform scheme: smaller chunks than channel-uniform with the same profile, the
+// transform's own measured quality in the manifest, and exactly a local transform decode at the receiver.
+TEST_F(FetchTest, TheTransformSchemeServesSmallerChunksThatDecodeLikeALocalDecode) {
+  const RealKv& kv = StoriesKv();
+  ProfileOptions po;
+  po.model = "stories260K";
+  po.transform = true;
+  po.rope = {kv.model->config().head_dim, kv.model->config().rope_theta, kv.model->config().rope_layout};
+  ProfileBuilder builder(po);
+  ASSERT_TRUE(builder.AddSample(SliceTokens(kv.cache.keys(), 0, 128), SliceTokens(kv.cache.values(), 0, 128)).ok());
+  auto built = builder.Build();
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  LevelQuality measured;
+  measured.top1_agreement = 0.75;
+  auto with_quality = built->WithQuality(3, measured, /*transform=*/true);
+  ASSERT_TRUE(with_quality.ok()) << with_quality.status().ToString();
+  const auto profile = std::make_shared<const Profile>(std::move(*with_quality));
+
+  SenderOptions so = TestSenderOptions();
+  so.scheme = QuantScheme::kTransform;
+  auto no_profile = Sender::Start(so);
+  ASSERT_FALSE(no_profile.ok());
+  EXPECT_EQ(no_profile.status().code(), StatusCode::kInvalidArgument) << no_profile.status().ToString();
+  so.profile = profile;
+  auto sender = Sender::Start(so);
+  ASSERT_TRUE(sender.ok()) << sender.status().ToString();
+  ASSERT_TRUE((*sender)->Register("gpl", SpecOf(kv)).ok());
+  SenderOptions plain_options = TestSenderOptions();
+  plain_options.profile = profile;
+  auto plain = Sender::Start(plain_options);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  ASSERT_TRUE((*plain)->Register("gpl", SpecOf(kv)).ok());
+
+  ReceiverOptions ro = TestReceiverOptions();
+  ro.profile = profile;
+  auto receiver = Receiver::Connect("127.0.0.1", (*sender)->port(), ro);
+  auto plain_receiver = Receiver::Connect("127.0.0.1", (*plain)->port(), ro);
+  ASSERT_TRUE(receiver.ok() && plain_receiver.ok());
+  auto manifest = (*receiver)->GetManifest("gpl");
+  auto plain_manifest = (*plain_receiver)->GetManifest("gpl");
+  ASSERT_TRUE(manifest.ok() && plain_manifest.ok());
+  int l3 = -1;
+  for (size_t i = 0; i < manifest->manifest.levels.size(); ++i) {
+    if (manifest->manifest.levels[i].level == 3) l3 = static_cast<int>(i);
+  }
+  ASSERT_GE(l3, 0);
+  EXPECT_EQ(manifest->manifest.levels[l3].quality, 0.75);
+  EXPECT_TRUE(std::isnan(plain_manifest->manifest.levels[l3].quality)) << "channel-uniform was not measured";
+  uint64_t transform_bytes = 0, channel_uniform_bytes = 0;
+  for (int c = 0; c < manifest->manifest.num_chunks; ++c) {
+    transform_bytes += manifest->manifest.bytes[c][l3];
+    channel_uniform_bytes += plain_manifest->manifest.bytes[c][l3];
+  }
+  EXPECT_LT(transform_bytes, channel_uniform_bytes);
+
+  Destination got(kv);
+  FixedLevelPolicy policy(3);
+  auto result = (*receiver)->Fetch("gpl", got.keys, got.values, 10.0, policy);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_TRUE(SameBytes(got, LocalDecode(kv, 3, profile.get(), QuantScheme::kTransform)));
+}
+
 TEST_F(FetchTest, TextChunksAreRecomputedWithTheReceiversModel) {
   const RealKv& kv = StoriesKv();
   ReceiverOptions options = TestReceiverOptions();

@@ -61,7 +61,8 @@ struct Destination {
 };
 
 // What a local encode + decode at `level` gives, chunk by chunk: the bytes a fetch must reproduce.
-inline Destination LocalDecode(const RealKv& kv, Level level, const Profile* profile = nullptr) {
+inline Destination LocalDecode(const RealKv& kv, Level level, const Profile* profile = nullptr,
+                               QuantScheme scheme = QuantScheme::kChannelUniform) {
   Destination d(kv);
   const ContextSpec spec = SpecOf(kv);
   for (int64_t begin = 0; begin < kv.cache.tokens; begin += kChunkTokens) {
@@ -79,6 +80,7 @@ inline Destination LocalDecode(const RealKv& kv, Level level, const Profile* pro
     EncodeOptions eo;
     eo.level = level;
     eo.profile = profile;
+    eo.scheme = scheme;
     auto bytes = EncodeChunk(in, eo);
     EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
     DecodeOptions dopt;
