@@ -147,7 +147,7 @@ KVSTREAM_REGISTER_COMMAND(profile, {
     "  --eval-tokens E        continuation tokens scored by --measure (default 128)\n"
     "  --transform            also learn the transform scheme (kvstream encode --scheme transform): a PCA\n"
     "                         basis per (layer, K/V) of the keys with RoPE undone and of the values; adds\n"
-    "                         2 x layers x channels^2 floats to the profile and the transform's sizes (and,\n"
+    "                         2 x layers x channels^2 int16 to the profile and the transform's sizes (and,\n"
     "                         with --measure, qualities, recorded for it) to the report\n"
     "  --measure              measure and record each level's quality (top-1 agreement, ppl, KL)\n"
     "  --tokenizer PATH       tokenizer overriding the one found with the model\n"

@@ -2,12 +2,14 @@
 // "Profile").
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 
 #include "codec/common/crc32c.h"
 #include "codec/common/profile_data.h"
+#include "codec/common/quantizer.h"
 
 namespace kvstream {
 
@@ -102,7 +104,7 @@ void ProfileData::Finalize() {
     w.F32(t.rope.theta);
     w.U8(static_cast<uint8_t>(t.rope.layout));
     w.Raw(t.means.data(), t.means.size() * sizeof(float));
-    w.Raw(t.bases.data(), t.bases.size() * sizeof(float));
+    w.Raw(t.bases.data(), t.bases.size() * sizeof(int16_t));
     for (size_t i = 0; i < t.levels.size(); ++i) {
       const ProfileTransformLevel& level = t.levels[i];
       WriteQuality(t.quality[i], w);
@@ -169,7 +171,24 @@ Status ReadTransform(ByteReader& in, ProfileData* d) {
   const size_t per_level = static_cast<size_t>(d->layers) * 2 * static_cast<size_t>(d->channels);
   const size_t slices = static_cast<size_t>(d->layers) * 2;
   KVSTREAM_RETURN_IF_ERROR(ReadFloats(in, per_level, &t.means, "transform means", false));
-  KVSTREAM_RETURN_IF_ERROR(ReadFloats(in, per_level * static_cast<size_t>(d->channels), &t.bases, "transform bases", false));
+  if (d->channels > codec::kMaxTransformChannels) {
+    return Status::CorruptData("profile: a transform over " + std::to_string(d->channels) + " channels (at most " +
+                               std::to_string(codec::kMaxTransformChannels) + ")");
+  }
+  const size_t basis_values = per_level * static_cast<size_t>(d->channels);
+  uint64_t basis_bytes = 0;
+  if (!codec::MulWithin(basis_values, sizeof(int16_t), in.remaining(), &basis_bytes)) {
+    return Status::CorruptData("profile: transform bases need " + std::to_string(basis_values) + " int16 but only " +
+                               std::to_string(in.remaining()) + " bytes remain");
+  }
+  t.bases.resize(basis_values);
+  KVSTREAM_RETURN_IF_ERROR(in.Read(t.bases.data(), basis_bytes, "transform bases"));
+  for (size_t i = 0; i < basis_values; ++i) {
+    if (std::abs(t.bases[i]) > (1 << codec::kBasisScaleBits)) {
+      return Status::CorruptData("profile: transform basis value " + std::to_string(t.bases[i]) + " exceeds 2^" +
+                                 std::to_string(codec::kBasisScaleBits));
+    }
+  }
   t.levels.resize(d->ladder.size());
   t.quality.resize(d->ladder.size());
   for (size_t i = 0; i < t.levels.size(); ++i) {

@@ -30,7 +30,8 @@ struct ProfileTransformLevel {
 struct ProfileTransform {
   RopeSpec rope;
   std::vector<float> means;  // [layer][K/V][channel], in the de-rotated domain for keys
-  std::vector<float> bases;  // [layer][K/V][component][channel]
+  // [layer][K/V][component][channel]: round(u * 2^kBasisScaleBits) of the unit basis rows u
+  std::vector<int16_t> bases;
   std::vector<ProfileTransformLevel> levels;  // [level - 1]
   std::vector<LevelQuality> quality;          // [level - 1], measured with this scheme
 };
@@ -53,7 +54,7 @@ struct ProfileData {
            static_cast<size_t>(channel);
   }
   // The basis of (layer, K/V): channels x channels, row j = component j.
-  const float* Basis(int layer, int kv) const {
+  const int16_t* Basis(int layer, int kv) const {
     return transform.bases.data() + Index(layer, kv, 0) * static_cast<size_t>(channels);
   }
   // Serialises the fields into bytes and computes hash.

@@ -48,19 +48,20 @@ KVSTREAM_HD float DequantChannelUniform(uint8_t symbol, float mean, float step) 
   return AddRn(mean, MulRn(static_cast<float>(SymbolToQ(symbol)), step));
 }
 
-// Transform scheme: a coded row's component weights w_j (q_j, or an escape's fp16 value) are summed into
-// each channel's accumulator in component order with fused multiply-adds from acc = +0 (a zero weight may
-// be skipped: it leaves the sum unchanged), then x'_c = mean_c + step * acc_c (keys are then rotated,
-// key_rotation.h).
-KVSTREAM_HD float AccumulateComponent(float acc, float weight, float basis) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(weight, basis, acc);
-#else
-  return std::fma(weight, basis, acc);
-#endif
+// Transform scheme (docs/format.md, "Scheme 3"): a coded row's integer weights q_j (non-escape symbols)
+// sum exactly in int32 against the profile's int16 basis, acc_c = sum_j q_j * B[j][c], so every decoder
+// gets the same acc whatever its order of summation; then x'_c = mean_c + f32(acc_c) * s with
+// s = step * 2^-kBasisScaleBits, and each escaped component adds (w * s) * B[j][c] in component order
+// (keys are then rotated, key_rotation.h).
+inline constexpr int kBasisScaleBits = 14;  // B = round(u * 2^14): |B| <= 2^14 for unit rows
+inline constexpr int kMaxTransformChannels = 1024;  // 127 * 2^14 * 1024 < 2^31: the int32 sum cannot overflow
+KVSTREAM_HD float TransformStepScale(float step) { return MulRn(step, 1.0f / static_cast<float>(1 << kBasisScaleBits)); }
+KVSTREAM_HD float DequantTransform(int32_t acc, float mean, float scaled_step) {
+  return AddRn(mean, MulRn(static_cast<float>(acc), scaled_step));
 }
-KVSTREAM_HD float DequantTransform(float acc, float mean, float step) { return AddRn(mean, MulRn(step, acc)); }
-KVSTREAM_HD float SymbolWeight(uint8_t symbol) { return static_cast<float>(SymbolToQ(symbol)); }
+KVSTREAM_HD float AddEscapedComponent(float y, float weight, float scaled_step, int16_t basis) {
+  return AddRn(y, MulRn(MulRn(weight, scaled_step), static_cast<float>(basis)));
+}
 
 // CacheGen scheme: the (layer, token) step is max|x| / C with C = bins / 2 - 1; x' = q * step.
 KVSTREAM_HD int CacheGenRange(int bins) { return bins / 2 - 1; }

@@ -206,10 +206,14 @@ Status ProfileBuilder::BuildTransform(const std::vector<float>& slice_rms, Profi
   const int layers = d->layers, channels = d->channels;
   const size_t c_n = static_cast<size_t>(channels);
   KVSTREAM_RETURN_IF_ERROR(CheckRope(options_.rope, channels));
+  if (channels > codec::kMaxTransformChannels) {
+    return Status::InvalidArgument("profile: the transform takes at most " + std::to_string(codec::kMaxTransformChannels) +
+                                   " channels (its integer sums would overflow), the samples have " + std::to_string(channels));
+  }
   ProfileTransform& tr = d->transform;
   tr.rope = options_.rope;
   tr.means.assign(d->means.size(), 0.0f);
-  tr.bases.assign(d->means.size() * c_n, 0.0f);
+  tr.bases.assign(d->means.size() * c_n, 0);
   tr.levels.resize(d->ladder.size());
   tr.quality.assign(d->ladder.size(), LevelQuality{});
   for (ProfileTransformLevel& level : tr.levels) {
@@ -255,10 +259,14 @@ Status ProfileBuilder::BuildTransform(const std::vector<float>& slice_rms, Profi
     }
     const codec::Eigen eigen = codec::SymmetricEigen(std::move(cov), channels);
     const size_t first = d->Index(l, kv, 0);
-    float* basis = tr.bases.data() + first * c_n;
-    for (size_t i = 0; i < c_n * c_n; ++i) basis[i] = static_cast<float>(eigen.vectors[i]);
+    int16_t* basis = tr.bases.data() + first * c_n;
+    constexpr double kScale = 1 << codec::kBasisScaleBits;
+    for (size_t i = 0; i < c_n * c_n; ++i) {
+      basis[i] = static_cast<int16_t>(std::clamp(std::lround(eigen.vectors[i] * kScale), -(1L << codec::kBasisScaleBits),
+                                                 1L << codec::kBasisScaleBits));
+    }
     for (size_t c = 0; c < c_n; ++c) tr.means[first + c] = static_cast<float>(mean[c]);
-    // Components of every row, with the mean and basis as stored (fp32), as the encoder computes them.
+    // Components of every row, with the mean and basis as stored, as the encoder computes them.
     for (size_t t = 0; t < n; ++t) {
       for (size_t c = 0; c < c_n; ++c) rows[t * c_n + c] -= tr.means[first + c];
     }

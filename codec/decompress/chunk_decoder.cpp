@@ -9,13 +9,13 @@
 
 #include "codec/common/container_format.h"
 #include "codec/common/key_rotation.h"
-#include "codec/common/matrix_rows.h"
 #include "codec/common/parallel.h"
 #include "codec/common/profile_data.h"
 #include "codec/common/quantizer.h"
 #include "codec/common/rans.h"
 #include "codec/common/table_bank.h"
 #include "codec/decompress/container_reader.h"
+#include "codec/decompress/transform_sum.h"
 #include "common/half.h"
 #include "common/half_rows.h"
 #include "common/int8_row.h"
@@ -295,31 +295,53 @@ class SegmentDecoder {
                                std::to_string(e) + " escape symbols");
   }
 
-  // Transform scheme, after the sink rows: component weights (escapes patched in), their product with the
-  // kept basis, the mean and step, then RoPE for keys (quantizer.h and key_rotation.h define each step).
+  // Transform scheme, after the sink rows: the integer sums of the weights against the basis, the mean
+  // and step, the escaped components added in order, then RoPE for keys (quantizer.h and
+  // key_rotation.h define each step).
   Status InverseTransform() {
     const int64_t sinks = info_.sink_rows;
     const int64_t rows = tokens() - sinks;
-    const size_t kept = models_.size();
-    std::vector<float> weights(symbols_.size());
+    const int64_t kept = static_cast<int64_t>(models_.size());
+    const int64_t stride = codec::WeightStride(kept);
+    std::vector<int16_t> q(static_cast<size_t>(rows * stride), 0);
+    struct Escape {
+      int64_t row, component;
+      float weight;
+    };
+    std::vector<Escape> escaped;
     uint32_t e = 0;
-    for (size_t i = 0; i < symbols_.size(); ++i) {
-      weights[i] = codec::SymbolWeight(symbols_[i]);
-      if (symbols_[i] == codec::kEscapeSymbol) KVSTREAM_RETURN_IF_ERROR(NextEscape(&e, &weights[i]));
+    for (int64_t t = 0; t < rows; ++t) {
+      for (int64_t j = 0; j < kept; ++j) {
+        const uint8_t symbol = symbols_[static_cast<size_t>(t * kept + j)];
+        if (symbol != codec::kEscapeSymbol) {
+          q[static_cast<size_t>(t * stride + j)] = static_cast<int16_t>(codec::SymbolToQ(symbol));
+          continue;
+        }
+        float weight = 0.0f;
+        KVSTREAM_RETURN_IF_ERROR(NextEscape(&e, &weight));
+        escaped.push_back({t, j, weight});
+      }
     }
     KVSTREAM_RETURN_IF_ERROR(CheckEscapesUsed(e));
     const ProfileData& d = profile_->data();
     const int layer = static_cast<int>(seg_.layer);
     const int64_t n_c = channels();
-    std::vector<float> acc(static_cast<size_t>(rows * n_c));
-    codec::MultiplyRows(weights.data(), rows, static_cast<int64_t>(kept), d.Basis(layer, kv()), n_c, acc.data());
+    const int16_t* basis = d.Basis(layer, kv());
+    std::vector<int32_t> acc(static_cast<size_t>(rows * n_c));
+    codec::SumComponents(q.data(), rows, kept, basis, n_c, acc.data());
     const float* mean = d.transform.means.data() + d.Index(layer, kv(), 0);
-    const float step = step_[0];
+    const float scaled_step = codec::TransformStepScale(step_[0]);
+    std::vector<float> y(static_cast<size_t>(n_c));
+    size_t next = 0;
     for (int64_t t = 0; t < rows; ++t) {
-      float* y = acc.data() + t * n_c;
-      for (int64_t c = 0; c < n_c; ++c) y[c] = codec::DequantTransform(y[c], mean[c], step);
-      if (kv() == 0) rope_->Rotate(y, sinks + t, static_cast<int>(n_c));
-      StoreRow(out_, seg_.layer, sinks + t, y);
+      const int32_t* sums = acc.data() + t * n_c;
+      for (int64_t c = 0; c < n_c; ++c) y[c] = codec::DequantTransform(sums[c], mean[c], scaled_step);
+      for (; next < escaped.size() && escaped[next].row == t; ++next) {
+        const int16_t* u = basis + escaped[next].component * n_c;
+        for (int64_t c = 0; c < n_c; ++c) y[c] = codec::AddEscapedComponent(y[c], escaped[next].weight, scaled_step, u[c]);
+      }
+      if (kv() == 0) rope_->Rotate(y.data(), sinks + t, static_cast<int>(n_c));
+      StoreRow(out_, seg_.layer, sinks + t, y.data());
     }
     return Status::Ok();
   }

@@ -108,8 +108,8 @@ struct ProfileOptions {
   // Also learn the transform scheme (QuantScheme::kTransform): per (layer, K/V) a PCA basis of the keys
   // with RoPE undone (`rope` must be the model's) and of the values, with each level's kept components
   // and tables. On SmolLM2 it codes about 1.2x smaller than channel-uniform at equal quality, decodes
-  // several times slower on a CPU, and adds 2 x layers x channels^2 fp32 to the profile
-  // (docs/rate-distortion.md, docs/codec.md).
+  // several times slower on a CPU, and adds 2 x layers x channels^2 int16 to the profile; at most 1024
+  // channels (docs/rate-distortion.md, docs/codec.md).
   bool transform = false;
   RopeSpec rope;
 };

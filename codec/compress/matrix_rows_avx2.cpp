@@ -1,9 +1,8 @@
 // MultiplyRows with AVX2 + FMA (compiled with -mavx2 -mfma). The output is cut into tiles of 4 rows x 16
-// columns (then 8, then the last few with masked loads), each summed in eight registers (as many independent FMA chains as the two FMA pipes need);
-// columns go outermost, so that the slice of b a tile reads (inner x 16 floats) stays in L1 while every
-// row passes. Zero terms are not skipped here: adding +0 or -0 leaves each sum unchanged (a sum that
-// starts at +0 never becomes -0), so the results equal the portable kernel's bit for bit.
-#include "codec/common/matrix_rows.h"
+// columns (then 8, then the last few with masked loads), each summed in eight registers (as many
+// independent FMA chains as the two FMA pipes need); columns go outermost, so that the slice of b a tile
+// reads (inner x 16 floats) stays in L1 while every row passes. Each sum is the same chain of fused multiply-adds as the portable kernel's.
+#include "codec/compress/matrix_rows.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>

@@ -1,9 +1,9 @@
-#include "codec/common/matrix_rows.h"
+#include "codec/compress/matrix_rows.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "codec/common/cpu_features.h"
-#include "codec/common/quantizer.h"
 
 namespace kvstream::codec {
 
@@ -16,9 +16,8 @@ void MultiplyRows(const float* a, int64_t rows, int64_t inner, const float* b, i
     std::fill(o, o + cols, 0.0f);
     for (int64_t k = 0; k < inner; ++k) {
       const float w = a[r * inner + k];
-      if (w == 0.0f) continue;
       const float* row = b + k * cols;
-      for (int64_t c = 0; c < cols; ++c) o[c] = AccumulateComponent(o[c], w, row[c]);
+      for (int64_t c = 0; c < cols; ++c) o[c] = std::fma(w, row[c], o[c]);
     }
   }
 }

@@ -1,5 +1,5 @@
-// The transform scheme's matrix product, shared by the encoder (components of a row) and the decoder
-// (a row from its components).
+// A row-times-matrix product for the transform scheme's encoder side (the forward projection of rows on
+// the kept components, in ProjectRows and the profile builder).
 #pragma once
 
 #include <cstdint>
@@ -7,10 +7,9 @@
 namespace kvstream::codec {
 
 // out[r][c] = the sum over k = 0..inner-1, in order, of a[r][k] * b[k][c], each term added with a fused
-// multiply-add starting from +0, terms with a[r][k] == 0 skipped (that leaves every sum unchanged): the
-// transform scheme's reconstruction (quantizer.h, AccumulateComponent). a is [rows][inner], b
-// [inner][cols], out [rows][cols], all dense. Uses AVX2 + FMA when the CPU has them; the portable path
-// gives bit-identical results.
+// multiply-add starting from +0. a is [rows][inner], b [inner][cols], out [rows][cols], all dense. Uses
+// AVX2 + FMA when the CPU has them; the portable path gives bit-identical results (not that the format
+// needs them: the encoder's choice of symbols is free).
 void MultiplyRows(const float* a, int64_t rows, int64_t inner, const float* b, int64_t cols, float* out);
 
 // The AVX2 + FMA kernel (matrix_rows_avx2.cpp); call MultiplyRows instead.

@@ -1,0 +1,19 @@
+// The transform scheme's reconstruction sums (quantizer.h): each coded row's integer weights against the
+// profile's int16 basis, exact in int32, so the AVX2 and portable kernels (and any other decoder) agree.
+#pragma once
+
+#include <cstdint>
+
+namespace kvstream::codec {
+
+// acc[r][c] = sum over j < kept of q[r * stride + j] * basis[j * cols + c] for rows r < rows, where
+// stride = kept rounded up to even and q[r * stride + kept] is 0 when kept is odd (the AVX2 kernel takes
+// the weights in pairs). Needs |q| <= kMaxAbsQ, |basis| <= 2^kBasisScaleBits, kept <= kMaxTransformChannels.
+void SumComponents(const int16_t* q, int64_t rows, int64_t kept, const int16_t* basis, int64_t cols, int32_t* acc);
+
+// The AVX2 kernel (transform_sum_avx2.cpp); call SumComponents instead.
+void SumComponentsAvx2(const int16_t* q, int64_t rows, int64_t kept, const int16_t* basis, int64_t cols, int32_t* acc);
+
+inline int64_t WeightStride(int64_t kept) { return kept + (kept & 1); }
+
+}  // namespace kvstream::codec
