@@ -311,12 +311,15 @@ class SegmentDecoder {
     std::vector<Escape> escaped;
     uint32_t e = 0;
     for (int64_t t = 0; t < rows; ++t) {
+      const uint8_t* sym = symbols_.data() + t * kept;
+      int16_t* weights = q.data() + t * stride;
+      // Branch-free (vectorisable): an escape's integer weight is 0, its value is added after the sums.
       for (int64_t j = 0; j < kept; ++j) {
-        const uint8_t symbol = symbols_[static_cast<size_t>(t * kept + j)];
-        if (symbol != codec::kEscapeSymbol) {
-          q[static_cast<size_t>(t * stride + j)] = static_cast<int16_t>(codec::SymbolToQ(symbol));
-          continue;
-        }
+        weights[j] = static_cast<int16_t>(sym[j] == codec::kEscapeSymbol ? 0 : codec::SymbolToQ(sym[j]));
+      }
+      if (escape_count_ == 0 || std::memchr(sym, codec::kEscapeSymbol, static_cast<size_t>(kept)) == nullptr) continue;
+      for (int64_t j = 0; j < kept; ++j) {
+        if (sym[j] != codec::kEscapeSymbol) continue;
         float weight = 0.0f;
         KVSTREAM_RETURN_IF_ERROR(NextEscape(&e, &weight));
         escaped.push_back({t, j, weight});

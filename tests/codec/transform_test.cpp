@@ -379,7 +379,8 @@ std::vector<float> Reconstruct(const uint8_t* symbols, const CodedSegment& coded
       for (int i = 0; i < hd / 2; ++i) {
         float cs, sn;
         codec::RopeCosSin(static_cast<double>(position), i, hd, d.transform.rope.theta, &cs, &sn);
-        const int a = codec::RopeFirst(h, i, hd, d.transform.rope.layout), b = codec::RopeSecond(h, i, hd, d.transform.rope.layout);
+        const bool interleaved = d.transform.rope.layout == RopeLayout::kInterleaved;
+        const int a = h * hd + (interleaved ? 2 * i : i), b = h * hd + (interleaved ? 2 * i + 1 : i + hd / 2);
         const float x0 = y[a], x1 = y[b];
         const float x0c = x0 * cs, x1s = x1 * sn, x0s = x0 * sn, x1c = x1 * cs;
         y[a] = x0c - x1s;
