@@ -19,12 +19,7 @@ using testing::Tensor;
 
 constexpr int kTokens = 48;
 
-const testing::RealKv& Kv() {
-  std::string error;
-  const testing::RealKv* kv = testing::GetRealKv("stories260K", kTokens, &error);
-  if (!kv) ADD_FAILURE() << "stories260K: " << error;
-  return *kv;
-}
+const testing::RealKv& Kv() { return testing::MustGetRealKv("stories260K", kTokens); }
 
 std::vector<uint8_t> Encode(Level level, QuantScheme scheme = QuantScheme::kChannelUniform) {
   const auto& kv = Kv();

@@ -23,12 +23,7 @@ using testing::Tensor;
 
 constexpr int kTokens = 96;
 
-const testing::RealKv& Kv() {
-  std::string error;
-  const testing::RealKv* kv = testing::GetRealKv("stories260K", kTokens, &error);
-  if (!kv) ADD_FAILURE() << "stories260K: " << error;
-  return *kv;
-}
+const testing::RealKv& Kv() { return testing::MustGetRealKv("stories260K", kTokens); }
 
 ChunkInput InputOf(const Tensor& k, const Tensor& v, int64_t t0 = 0) {
   ChunkInput in;

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "kvstream/model.h"
 
 namespace kvstream::testing {
@@ -62,6 +64,14 @@ inline const RealKv* GetRealKv(const std::string& model_name, int tokens, std::s
   RealKv* raw = kv.get();
   cache[key] = std::move(kv);
   return raw;
+}
+
+// GetRealKv for a test that cannot go on without it: a load failure is a test failure.
+inline const RealKv& MustGetRealKv(const std::string& model_name, int tokens) {
+  std::string error;
+  const RealKv* kv = GetRealKv(model_name, tokens, &error);
+  if (!kv) ADD_FAILURE() << model_name << ": " << error;
+  return *kv;
 }
 
 }  // namespace kvstream::testing

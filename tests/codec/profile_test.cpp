@@ -24,12 +24,7 @@ using testing::Tensor;
 constexpr int kTokens = 128;
 constexpr int kProfileTokens = 80;  // the profile learns from tokens [0, 80); chunks also cover unseen ones
 
-const testing::RealKv& Kv() {
-  std::string error;
-  const testing::RealKv* kv = testing::GetRealKv("stories260K", kTokens, &error);
-  if (!kv) ADD_FAILURE() << "stories260K: " << error;
-  return *kv;
-}
+const testing::RealKv& Kv() { return testing::MustGetRealKv("stories260K", kTokens); }
 
 Profile BuildProfile(int max_tables = 64, float exponent = 0.0f) {
   const auto& kv = Kv();

@@ -31,12 +31,7 @@ using testing::Tensor;
 constexpr int kTokens = 160;
 constexpr int kSampleTokens = 96;  // the profile learns from positions [0, 96); chunks also cover unseen ones
 
-const testing::RealKv& Kv() {
-  std::string error;
-  const testing::RealKv* kv = testing::GetRealKv("stories260K", kTokens, &error);
-  if (!kv) ADD_FAILURE() << "stories260K: " << error;
-  return *kv;
-}
+const testing::RealKv& Kv() { return testing::MustGetRealKv("stories260K", kTokens); }
 
 RopeSpec ModelRope() {
   const ModelConfig& c = Kv().model->config();

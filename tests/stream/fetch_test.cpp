@@ -26,6 +26,19 @@ class FetchTest : public ::testing::Test {
   std::unique_ptr<Sender> sender_;
 };
 
+// The index of `level` among a manifest's levels (-1 if not offered), and the bytes of all its chunks.
+int LevelIndex(const FetchManifest& m, Level level) {
+  for (size_t i = 0; i < m.levels.size(); ++i) {
+    if (m.levels[i].level == level) return static_cast<int>(i);
+  }
+  return -1;
+}
+uint64_t LevelBytes(const FetchManifest& m, int index) {
+  uint64_t total = 0;
+  for (int c = 0; c < m.num_chunks; ++c) total += m.bytes[c][index];
+  return total;
+}
+
 TEST_F(FetchTest, ManifestAdvertisesEveryChunkAndLevel) {
   auto receiver = Connect();
   auto reply = receiver->GetManifest("gpl");
@@ -108,18 +121,10 @@ TEST_F(FetchTest, WithAProfileLevelsAreSmallerAdvertiseTheirQualityAndNeedThePro
   auto manifest = (*receiver)->GetManifest("gpl");
   auto own_tables = Connect()->GetManifest("gpl");
   ASSERT_TRUE(manifest.ok() && own_tables.ok());
-  int l3 = -1;
-  for (size_t i = 0; i < manifest->manifest.levels.size(); ++i) {
-    if (manifest->manifest.levels[i].level == 3) l3 = static_cast<int>(i);
-  }
+  const int l3 = LevelIndex(manifest->manifest, 3);
   ASSERT_GE(l3, 0);
   EXPECT_EQ(manifest->manifest.levels[l3].quality, 0.875);
-  uint64_t with_profile = 0, in_chunk = 0;
-  for (int c = 0; c < manifest->manifest.num_chunks; ++c) {
-    with_profile += manifest->manifest.bytes[c][l3];
-    in_chunk += own_tables->manifest.bytes[c][l3];
-  }
-  EXPECT_LT(with_profile, in_chunk);
+  EXPECT_LT(LevelBytes(manifest->manifest, l3), LevelBytes(own_tables->manifest, l3));
 
   Destination got(kv);
   FixedLevelPolicy policy(3);
@@ -181,19 +186,11 @@ TEST_F(FetchTest, TheTransformSchemeServesSmallerChunksThatDecodeLikeALocalDecod
   auto manifest = (*receiver)->GetManifest("gpl");
   auto plain_manifest = (*plain_receiver)->GetManifest("gpl");
   ASSERT_TRUE(manifest.ok() && plain_manifest.ok());
-  int l3 = -1;
-  for (size_t i = 0; i < manifest->manifest.levels.size(); ++i) {
-    if (manifest->manifest.levels[i].level == 3) l3 = static_cast<int>(i);
-  }
+  const int l3 = LevelIndex(manifest->manifest, 3);
   ASSERT_GE(l3, 0);
   EXPECT_EQ(manifest->manifest.levels[l3].quality, 0.75);
   EXPECT_TRUE(std::isnan(plain_manifest->manifest.levels[l3].quality)) << "channel-uniform was not measured";
-  uint64_t transform_bytes = 0, channel_uniform_bytes = 0;
-  for (int c = 0; c < manifest->manifest.num_chunks; ++c) {
-    transform_bytes += manifest->manifest.bytes[c][l3];
-    channel_uniform_bytes += plain_manifest->manifest.bytes[c][l3];
-  }
-  EXPECT_LT(transform_bytes, channel_uniform_bytes);
+  EXPECT_LT(LevelBytes(manifest->manifest, l3), LevelBytes(plain_manifest->manifest, l3));
 
   Destination got(kv);
   FixedLevelPolicy policy(3);
