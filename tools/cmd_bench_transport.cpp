@@ -28,6 +28,7 @@
 #include "common/half.h"
 #include "kvstream/stream.h"
 #include "kvstream/transport.h"
+#include "tools/codec_files.h"
 #include "tools/command.h"
 
 namespace kvstream::cli {
@@ -266,13 +267,17 @@ Status ShapedFetches(const Args& args, double gbps, std::vector<FetchRow>* rows,
   KVSTREAM_ASSIGN_OR_RETURN(int64_t tokens, args.GetInt("tokens", 4096));
   const std::string model = args.GetString("model", "smollm2");
   const std::string levels = args.GetString("levels", "fp16,int8,1,2,3,4,5,6");
+  const std::string profile = args.GetString("profile", "");
+  const std::string scheme = args.GetString("scheme", "channel-uniform");
+  KVSTREAM_RETURN_IF_ERROR(ParseScheme(scheme).status());
   char self[4096];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return Status::IoError("readlink /proc/self/exe failed");
   self[n] = '\0';
-  KVSTREAM_ASSIGN_OR_RETURN(Child server, ns.SpawnIn(cluster::NetnsLink::kA,
-                                                      {self, "serve", "--listen", server_address, "--model", model, "--tokens",
-                                                       std::to_string(tokens), "--levels", levels, "--duration-s", "1200"}));
+  std::vector<std::string> serve = {self, "serve", "--listen", server_address, "--model", model, "--tokens",
+                                    std::to_string(tokens), "--levels", levels, "--duration-s", "1200", "--scheme", scheme};
+  if (!profile.empty()) serve.insert(serve.end(), {"--profile", profile});
+  KVSTREAM_ASSIGN_OR_RETURN(Child server, ns.SpawnIn(cluster::NetnsLink::kA, serve));
   auto ready = ReadUntil(server, "serving", 900);
   if (!ready.ok()) {
     Reap(server, 5, true);
@@ -286,13 +291,16 @@ Status ShapedFetches(const Args& args, double gbps, std::vector<FetchRow>* rows,
     while (std::getline(list, item, ',')) {
       Level level;
       if (!ParseLevel(item, &level)) return Status::InvalidArgument("--levels: '" + item + "' is not a level");
-      const std::string method = level == kLevelFp16 ? "fp16" : level == kLevelInt8 ? "int8" : "kvstream-" + LevelName(level);
+      const std::string method = level == kLevelFp16   ? "fp16"
+                                 : level == kLevelInt8 ? "int8"
+                                                       : "kvstream-" + (scheme == "transform" ? scheme + "-" : "") + LevelName(level);
       for (bool pipelined : {true, false}) {
         if (!IsLossyLevel(level) && !pipelined) continue;
         // Two fetches on one connection: the first warms UCX's endpoints, the second is measured.
-        KVSTREAM_ASSIGN_OR_RETURN(Child client, ns.SpawnIn(cluster::NetnsLink::kB,
-                                                           {self, "fetch", "--connect", server_address, "--context", "0", "--level", item,
-                                                            "--inflight", pipelined ? "2" : "1", "--repeat", "2", "--json"}));
+        std::vector<std::string> fetch = {self, "fetch", "--connect", server_address, "--context", "0", "--level", item,
+                                          "--inflight", pipelined ? "2" : "1", "--repeat", "2", "--json"};
+        if (!profile.empty()) fetch.insert(fetch.end(), {"--profile", profile});
+        KVSTREAM_ASSIGN_OR_RETURN(Child client, ns.SpawnIn(cluster::NetnsLink::kB, fetch));
         int code = -1;
         const std::string out = Reap(client, 300, false, &code);
         const size_t last = out.rfind("{\"context\"");
@@ -401,7 +409,8 @@ KVSTREAM_REGISTER_COMMAND(bench_transport, {
     "bench transport",
     "data plane vs ucx_perftest on loopback; KV-ready time over a shaped link",
     "usage: kvstream bench transport [--json] [--sizes LIST] [--window N] [--total-mb MB] [--repetitions R] [--skip-raw]\n"
-    "                                [--skip-fetch] [--link-gbps G] [--model M] [--tokens T] [--levels LIST]\n\n"
+    "                                [--skip-fetch] [--link-gbps G] [--model M] [--tokens T] [--levels LIST]\n"
+    "                                [--profile P] [--scheme S]\n\n"
     "ucx_raw rows: our DataPlane and ucx_perftest (ucp_am_bw) move the same messages on this host. The\n"
     "baseline creates its endpoints with peer error handling (-e), as the DataPlane does (it must notice dead\n"
     "peers); UCX 1.13's shared-memory transports cannot, so both run over tcp on loopback. The perftest without\n"
@@ -418,8 +427,11 @@ KVSTREAM_REGISTER_COMMAND(bench_transport, {
     "  --link-gbps G   shaped link rate (default 1)\n"
     "  --model M       model whose KV is fetched (default smollm2)\n"
     "  --tokens T      context tokens (default 4096)\n"
-    "  --levels LIST   methods: fp16, int8 and lossy levels (default fp16,int8,1,2,3,4,5,6)",
-    {"sizes", "window", "total-mb", "repetitions", "link-gbps", "model", "tokens", "levels"},
+    "  --levels LIST   methods: fp16, int8 and lossy levels (default fp16,int8,1,2,3,4,5,6)\n"
+    "  --profile P     codec profile (kvstream profile) for server and fetcher (default none: in-chunk tables)\n"
+    "  --scheme S      the server's lossy quantiser: channel-uniform (default) or transform (needs a --profile\n"
+    "                  made with --transform; methods are then named kvstream-transform-L<n>)",
+    {"sizes", "window", "total-mb", "repetitions", "link-gbps", "model", "tokens", "levels", "profile", "scheme"},
     {"json", "skip-raw", "skip-fetch"},
     RunBenchTransport,
 });
