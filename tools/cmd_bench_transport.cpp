@@ -269,6 +269,8 @@ Status ShapedFetches(const Args& args, double gbps, std::vector<FetchRow>* rows,
   const std::string levels = args.GetString("levels", "fp16,int8,1,2,3,4,5,6");
   const std::string profile = args.GetString("profile", "");
   const std::string scheme = args.GetString("scheme", "channel-uniform");
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t decode_threads, args.GetInt("decode-threads", 1));
+  if (decode_threads < 1 || decode_threads > 64) return Status::InvalidArgument("--decode-threads must be in 1..64");
   KVSTREAM_RETURN_IF_ERROR(ParseScheme(scheme).status());
   char self[4096];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
@@ -298,7 +300,8 @@ Status ShapedFetches(const Args& args, double gbps, std::vector<FetchRow>* rows,
         if (!IsLossyLevel(level) && !pipelined) continue;
         // Two fetches on one connection: the first warms UCX's endpoints, the second is measured.
         std::vector<std::string> fetch = {self, "fetch", "--connect", server_address, "--context", "0", "--level", item,
-                                          "--inflight", pipelined ? "2" : "1", "--repeat", "2", "--json"};
+                                          "--inflight", pipelined ? "2" : "1", "--repeat", "2", "--json",
+                                          "--decode-threads", std::to_string(decode_threads)};
         if (!profile.empty()) fetch.insert(fetch.end(), {"--profile", profile});
         KVSTREAM_ASSIGN_OR_RETURN(Child client, ns.SpawnIn(cluster::NetnsLink::kB, fetch));
         int code = -1;
@@ -410,7 +413,7 @@ KVSTREAM_REGISTER_COMMAND(bench_transport, {
     "data plane vs ucx_perftest on loopback; KV-ready time over a shaped link",
     "usage: kvstream bench transport [--json] [--sizes LIST] [--window N] [--total-mb MB] [--repetitions R] [--skip-raw]\n"
     "                                [--skip-fetch] [--link-gbps G] [--model M] [--tokens T] [--levels LIST]\n"
-    "                                [--profile P] [--scheme S]\n\n"
+    "                                [--profile P] [--scheme S] [--decode-threads T]\n\n"
     "ucx_raw rows: our DataPlane and ucx_perftest (ucp_am_bw) move the same messages on this host. The\n"
     "baseline creates its endpoints with peer error handling (-e), as the DataPlane does (it must notice dead\n"
     "peers); UCX 1.13's shared-memory transports cannot, so both run over tcp on loopback. The perftest without\n"
@@ -430,8 +433,10 @@ KVSTREAM_REGISTER_COMMAND(bench_transport, {
     "  --levels LIST   methods: fp16, int8 and lossy levels (default fp16,int8,1,2,3,4,5,6)\n"
     "  --profile P     codec profile (kvstream profile) for server and fetcher (default none: in-chunk tables)\n"
     "  --scheme S      the server's lossy quantiser: channel-uniform (default) or transform (needs a --profile\n"
-    "                  made with --transform; methods are then named kvstream-transform-L<n>)",
-    {"sizes", "window", "total-mb", "repetitions", "link-gbps", "model", "tokens", "levels", "profile", "scheme"},
+    "                  made with --transform; methods are then named kvstream-transform-L<n>)\n"
+    "  --decode-threads T  chunks the fetcher decodes at once (default 1)",
+    {"sizes", "window", "total-mb", "repetitions", "link-gbps", "model", "tokens", "levels", "profile", "scheme",
+     "decode-threads"},
     {"json", "skip-raw", "skip-fetch"},
     RunBenchTransport,
 });

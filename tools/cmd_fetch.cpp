@@ -17,12 +17,16 @@ Status RunFetch(const Args& args) {
   KVSTREAM_ASSIGN_OR_RETURN(std::string context, args.Require("context"));
   KVSTREAM_ASSIGN_OR_RETURN(double deadline_ms, args.GetDouble("deadline-ms", 1000));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t inflight, args.GetInt("inflight", 2));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t decode_threads, args.GetInt("decode-threads", 1));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t eval_tokens, args.GetInt("eval-tokens", 128));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t repeat, args.GetInt("repeat", 1));
   if (repeat < 1 || repeat > 1000) return Status::InvalidArgument("--repeat = " + std::to_string(repeat) + ", expected 1..1000");
   const bool json = args.Has("json");
   if (!(deadline_ms > 0)) return Status::InvalidArgument("--deadline-ms must be positive");
   if (inflight < 1 || inflight > 64) return Status::InvalidArgument("--inflight = " + std::to_string(inflight) + ", expected 1..64");
+  if (decode_threads < 1 || decode_threads > 64) {
+    return Status::InvalidArgument("--decode-threads = " + std::to_string(decode_threads) + ", expected 1..64");
+  }
 
   std::unique_ptr<LevelPolicy> policy;
   if (args.Has("level")) {
@@ -42,6 +46,7 @@ Status RunFetch(const Args& args) {
   }
   ReceiverOptions options;
   options.max_inflight_chunks = static_cast<int>(inflight);
+  options.decode_threads = static_cast<int>(decode_threads);
   options.model = model.get();
   if (args.Has("secret-file")) {
     KVSTREAM_ASSIGN_OR_RETURN(options.control.secret, ReadSecretFile(args.GetString("secret-file")));
@@ -116,7 +121,8 @@ KVSTREAM_REGISTER_COMMAND(fetch, {
     "fetch",
     "decode node: fetch a context's KV from kvstream serve, optionally measuring its quality",
     "usage: kvstream fetch --connect HOST:PORT --context ID [--level L | --policy P] [--deadline-ms D]\n"
-    "                      [--inflight N] [--secret-file F] [--profile P] [--verify --model M [--text FILE]]\n\n"
+    "                      [--inflight N] [--decode-threads T] [--secret-file F] [--profile P]\n"
+    "                      [--verify --model M [--text FILE]]\n\n"
     "  --connect HOST:PORT   the server's control-plane address (required)\n"
     "  --context ID          context id (kvstream serve numbers its windows 0..N-1) (required)\n"
     "  --level L             every chunk at one level: fp16, int8, text, L<n> (default: --policy)\n"
@@ -124,6 +130,7 @@ KVSTREAM_REGISTER_COMMAND(fetch, {
     "                        (default kvstream)\n"
     "  --deadline-ms D       deadline handed to the policy (default 1000)\n"
     "  --inflight N          chunks requested ahead of decoding; 1 disables pipelining (default 2)\n"
+    "  --decode-threads T    chunks decoded at once (default 1)\n"
     "  --secret-file F       shared secret, when the server requires one\n"
     "  --profile P           the codec profile the server encodes with (its --profile; the handshake refuses\n"
     "                        a different one)\n"
@@ -136,8 +143,8 @@ KVSTREAM_REGISTER_COMMAND(fetch, {
     "  --json                one JSON object per fetch: context, policy, bytes, kv_ready_ms, inflight, retries,\n"
     "                        deadline_met (instead of the table)\n"
     "  --tokenizer PATH, --threads N   as for the other model commands",
-    {"connect", "context", "level", "policy", "deadline-ms", "inflight", "secret-file", "model", "text", "eval-tokens",
-     "repeat", "tokenizer", "threads", "profile"},
+    {"connect", "context", "level", "policy", "deadline-ms", "inflight", "decode-threads", "secret-file", "model", "text",
+     "eval-tokens", "repeat", "tokenizer", "threads", "profile"},
     {"verify", "json"},
     RunFetch,
 });
