@@ -127,14 +127,21 @@ Status CheckRange(const std::string& field, int64_t value, int64_t lo, int64_t h
   return Status::Ok();
 }
 
-Status ReadFloats(ByteReader& in, size_t count, std::vector<float>* out, const char* field, bool positive) {
+// count little-endian values of T, checked against the bytes left before anything is allocated.
+template <typename T>
+Status ReadArray(ByteReader& in, size_t count, std::vector<T>* out, const char* field) {
   uint64_t bytes = 0;
-  if (!codec::MulWithin(count, sizeof(float), in.remaining(), &bytes)) {
-    return Status::CorruptData(std::string("profile: ") + field + " needs " + std::to_string(count) +
-                               " floats but only " + std::to_string(in.remaining()) + " bytes remain");
+  if (!codec::MulWithin(count, sizeof(T), in.remaining(), &bytes)) {
+    return Status::CorruptData(std::string("profile: ") + field + " needs " + std::to_string(count) + " values of " +
+                               std::to_string(sizeof(T)) + " bytes but only " + std::to_string(in.remaining()) +
+                               " bytes remain");
   }
   out->resize(count);
-  KVSTREAM_RETURN_IF_ERROR(in.Read(out->data(), bytes, field));
+  return in.Read(out->data(), bytes, field);
+}
+
+Status ReadFloats(ByteReader& in, size_t count, std::vector<float>* out, const char* field, bool positive) {
+  KVSTREAM_RETURN_IF_ERROR(ReadArray(in, count, out, field));
   for (size_t i = 0; i < count; ++i) {
     const float v = (*out)[i];
     if (!std::isfinite(v) || (positive && !(v > 0.0f))) {
@@ -175,17 +182,10 @@ Status ReadTransform(ByteReader& in, ProfileData* d) {
     return Status::CorruptData("profile: a transform over " + std::to_string(d->channels) + " channels (at most " +
                                std::to_string(codec::kMaxTransformChannels) + ")");
   }
-  const size_t basis_values = per_level * static_cast<size_t>(d->channels);
-  uint64_t basis_bytes = 0;
-  if (!codec::MulWithin(basis_values, sizeof(int16_t), in.remaining(), &basis_bytes)) {
-    return Status::CorruptData("profile: transform bases need " + std::to_string(basis_values) + " int16 but only " +
-                               std::to_string(in.remaining()) + " bytes remain");
-  }
-  t.bases.resize(basis_values);
-  KVSTREAM_RETURN_IF_ERROR(in.Read(t.bases.data(), basis_bytes, "transform bases"));
-  for (size_t i = 0; i < basis_values; ++i) {
-    if (std::abs(t.bases[i]) > (1 << codec::kBasisScaleBits)) {
-      return Status::CorruptData("profile: transform basis value " + std::to_string(t.bases[i]) + " exceeds 2^" +
+  KVSTREAM_RETURN_IF_ERROR(ReadArray(in, per_level * static_cast<size_t>(d->channels), &t.bases, "transform bases"));
+  for (int16_t b : t.bases) {
+    if (std::abs(b) > (1 << codec::kBasisScaleBits)) {
+      return Status::CorruptData("profile: transform basis value " + std::to_string(b) + " exceeds 2^" +
                                  std::to_string(codec::kBasisScaleBits));
     }
   }
@@ -195,13 +195,7 @@ Status ReadTransform(ByteReader& in, ProfileData* d) {
     ProfileTransformLevel& level = t.levels[i];
     KVSTREAM_RETURN_IF_ERROR(ReadQuality(in, &t.quality[i]));
     KVSTREAM_RETURN_IF_ERROR(ReadFloats(in, slices, &level.steps, "transform steps", true));
-    uint64_t bytes = 0;
-    if (!codec::MulWithin(slices, sizeof(uint32_t), in.remaining(), &bytes)) {
-      return Status::CorruptData("profile: transform kept counts need " + std::to_string(slices * 4) + " bytes but only " +
-                                 std::to_string(in.remaining()) + " remain");
-    }
-    level.kept.resize(slices);
-    KVSTREAM_RETURN_IF_ERROR(in.Read(level.kept.data(), bytes, "transform kept counts"));
+    KVSTREAM_RETURN_IF_ERROR(ReadArray(in, slices, &level.kept, "transform kept counts"));
     for (uint32_t k : level.kept) KVSTREAM_RETURN_IF_ERROR(CheckRange("transform kept components", k, 0, d->channels));
     Status st = codec::ReadTableBank(in, per_level, &level.bank);
     if (!st.ok()) return st.WithContext("transform level " + std::to_string(i + 1));

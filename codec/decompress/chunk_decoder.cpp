@@ -170,7 +170,7 @@ class SegmentDecoder {
       const ProfileTransformLevel& lvl = d.transform.levels[static_cast<size_t>(info_.level - 1)];
       const size_t slice = static_cast<size_t>(seg_.layer) * 2 + static_cast<size_t>(kv());
       row_symbols = lvl.kept[slice];
-      step_.assign(1, lvl.steps[slice]);
+      transform_step_ = lvl.steps[slice];
       models_ = lvl.bank.ChannelModels(d.Index(static_cast<int>(seg_.layer), kv(), 0), row_symbols);
     }
     const size_t coded = static_cast<size_t>(tokens() - sinks) * row_symbols;
@@ -180,10 +180,8 @@ class SegmentDecoder {
     }
     KVSTREAM_RETURN_IF_ERROR(in_.Span(size_t{2} * static_cast<size_t>(sinks) * n_c, &sink_values_, "sink rows"));
     cachegen_ = info_.scheme == QuantScheme::kCacheGenToken;
-    if (!transform_) {
-      mean_.assign(n_c, 0.0f);
-      step_.assign(n_c, 0.0f);
-    }
+    mean_.assign(n_c, 0.0f);
+    step_.assign(n_c, 0.0f);
     if (cachegen_) {
       uint8_t bins = 0;
       KVSTREAM_RETURN_IF_ERROR(in_.U8(&bins, "bins"));
@@ -333,7 +331,7 @@ class SegmentDecoder {
     std::vector<int32_t> acc(static_cast<size_t>(rows * n_c));
     codec::SumComponents(q.data(), rows, kept, basis, n_c, acc.data());
     const float* mean = d.transform.means.data() + d.Index(layer, kv(), 0);
-    const float scaled_step = codec::TransformStepScale(step_[0]);
+    const float scaled_step = codec::TransformStepScale(transform_step_);
     std::vector<float> y(static_cast<size_t>(n_c));
     size_t next = 0;
     for (int64_t t = 0; t < rows; ++t) {
@@ -358,7 +356,8 @@ class SegmentDecoder {
   // A lossy segment between ParseLossy and Dequantise.
   bool cachegen_ = false;
   bool transform_ = false;
-  std::vector<float> mean_, step_;  // channel-uniform: per channel; transform: the one step
+  std::vector<float> mean_, step_;  // channel-uniform: per channel
+  float transform_step_ = 0.0f;     // transform: the (layer, K/V)'s step
   std::vector<float> token_step_;   // cachegen-token: per token
   codec::TableBank own_bank_;
   std::vector<const codec::RansModel*> models_;
