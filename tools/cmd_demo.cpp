@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "kvstream/scheduler.h"
+#include "tools/codec_files.h"
 #include "tools/kv_methods.h"
 #include "tools/stream_cli.h"
 
@@ -37,6 +38,13 @@ Status RunDemo(const Args& args) {
   // Prefill node: serves the meter's own context cache.
   SenderOptions so;
   so.control.model_hash = ModelHash(model->config());
+  if (args.Has("profile")) {
+    KVSTREAM_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(args.GetString("profile")));
+    KVSTREAM_RETURN_IF_ERROR(profile.CheckShape(model->config().n_layers, model->config().kv_dim(), "the model")
+                                 .WithContext("--profile " + args.GetString("profile")));
+    so.profile = std::make_shared<const Profile>(std::move(profile));
+  }
+  KVSTREAM_ASSIGN_OR_RETURN(so.scheme, ParseScheme(args.GetString("scheme", "channel-uniform")));
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Sender> sender, Sender::Start(so));
   ContextSpec spec;
   spec.keys = meter.context_cache().keys();
@@ -47,6 +55,7 @@ Status RunDemo(const Args& args) {
   // Decode node.
   ReceiverOptions ro;
   ro.model = model.get();
+  ro.profile = so.profile;
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Receiver> receiver, Receiver::Connect("127.0.0.1", sender->port(), ro));
   KVSTREAM_ASSIGN_OR_RETURN(ManifestReply manifest, receiver->GetManifest("demo"));
 
@@ -57,7 +66,8 @@ Status RunDemo(const Args& args) {
   std::vector<Method> methods;
   for (const LevelInfo& l : manifest.manifest.levels) {
     if (l.level == kLevelText) continue;
-    const std::string name = l.level == kLevelFp16 ? "fp16" : l.level == kLevelInt8 ? "int8" : "kvstream-" + LevelName(l.level);
+    const std::string lossy = so.scheme == QuantScheme::kTransform ? "kvstream-transform-" : "kvstream-";
+    const std::string name = l.level == kLevelFp16 ? "fp16" : l.level == kLevelInt8 ? "int8" : lossy + LevelName(l.level);
     methods.push_back({name, std::make_unique<FixedLevelPolicy>(l.level)});
   }
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<LevelPolicy> adaptive, MakeLevelPolicy("kvstream"));
@@ -65,7 +75,7 @@ Status RunDemo(const Args& args) {
 
   std::printf("streaming over UCX on 127.0.0.1: %d chunks of up to %d tokens, model %s\n\n", manifest.manifest.num_chunks,
               manifest.manifest.chunk_tokens.front(), model->config().name.c_str());
-  std::printf("%-18s %12s %9s %13s %12s %10s %10s\n", "method", "bytes", "vs_int8", "kv_ready_ms", "ppl_delta_%", "kl_mean",
+  std::printf("%-24s %12s %9s %13s %12s %10s %10s\n", "method", "bytes", "vs_int8", "kv_ready_ms", "ppl_delta_%", "kl_mean",
               "top1_agree");
   uint64_t int8_bytes = 0;
   KvCache fetched;
@@ -81,7 +91,7 @@ Status RunDemo(const Args& args) {
     KVSTREAM_ASSIGN_OR_RETURN(QualityReport q, meter.Measure(transform));
     char ratio[32] = "";
     if (int8_bytes > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", static_cast<double>(int8_bytes) / static_cast<double>(r.bytes));
-    std::printf("%-18s %12llu %9s %13.2f %12.3f %10.2e %10.4f\n", m.name.c_str(), static_cast<unsigned long long>(r.bytes), ratio,
+    std::printf("%-24s %12llu %9s %13.2f %12.3f %10.2e %10.4f\n", m.name.c_str(), static_cast<unsigned long long>(r.bytes), ratio,
                 1000 * r.kv_ready_s, q.ppl_delta_pct, q.kl_mean, q.top1_agreement);
     std::fflush(stdout);
   }
@@ -96,7 +106,8 @@ Status RunDemo(const Args& args) {
 KVSTREAM_REGISTER_COMMAND(demo, {
     "demo",
     "prefill and decode nodes stream a real SmolLM2 context's KV: bytes, KV-ready time, quality per method",
-    "usage: kvstream demo [--model M] [--text FILE] [--tokens T] [--eval-tokens E] [--deadline-ms D]\n\n"
+    "usage: kvstream demo [--model M] [--text FILE] [--tokens T] [--eval-tokens E] [--deadline-ms D]\n"
+    "                     [--profile P] [--scheme S]\n\n"
     "Loads the model (fetching SmolLM2-135M-Instruct into ~/.cache/kvstream/models if needed) and prefills\n"
     "T tokens of the text on the prefill node, which serves the KV in chunks of 256 tokens at fp16, int8 and\n"
     "every kvstream level. The decode node, in the same process, fetches it over UCX (loopback: shared\n"
@@ -108,8 +119,13 @@ KVSTREAM_REGISTER_COMMAND(demo, {
     "  --tokens T         context tokens streamed (default 1024)\n"
     "  --eval-tokens E    tokens scored after the context (default 128)\n"
     "  --deadline-ms D    deadline for the adaptive policy (default 200)\n"
+    "  --profile P        codec profile (kvstream profile --model M [--transform] --measure): smaller lossy\n"
+    "                     chunks, and measured qualities for the adaptive policy (default none: in-chunk\n"
+    "                     tables, qualities unknown)\n"
+    "  --scheme S         lossy quantiser: channel-uniform (default) or transform (needs a --profile made\n"
+    "                     with --transform)\n"
     "  --tokenizer PATH, --threads N   as for the other model commands",
-    {"model", "text", "tokens", "eval-tokens", "deadline-ms", "tokenizer", "threads"},
+    {"model", "text", "tokens", "eval-tokens", "deadline-ms", "profile", "scheme", "tokenizer", "threads"},
     {},
     RunDemo,
 });
