@@ -108,7 +108,7 @@ CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t o
     ProfileOptions po;
     po.model = model.config().name.substr(0, 255);
     po.transform = options.transform;
-    po.rope = {model.config().head_dim, model.config().rope_theta, model.config().rope_layout};
+    po.rope = model.config().rope();
     ProfileBuilder builder(po);
     KVSTREAM_RETURN_IF_ERROR(builder.AddSample(cache.keys(), cache.values()));
     KVSTREAM_ASSIGN_OR_RETURN(Profile profile, builder.Build());

@@ -6,7 +6,6 @@
 #include <cstdio>
 
 #include "kvstream/scheduler.h"
-#include "tools/codec_files.h"
 #include "tools/kv_methods.h"
 #include "tools/stream_cli.h"
 
@@ -38,13 +37,7 @@ Status RunDemo(const Args& args) {
   // Prefill node: serves the meter's own context cache.
   SenderOptions so;
   so.control.model_hash = ModelHash(model->config());
-  if (args.Has("profile")) {
-    KVSTREAM_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(args.GetString("profile")));
-    KVSTREAM_RETURN_IF_ERROR(profile.CheckShape(model->config().n_layers, model->config().kv_dim(), "the model")
-                                 .WithContext("--profile " + args.GetString("profile")));
-    so.profile = std::make_shared<const Profile>(std::move(profile));
-  }
-  KVSTREAM_ASSIGN_OR_RETURN(so.scheme, ParseScheme(args.GetString("scheme", "channel-uniform")));
+  KVSTREAM_RETURN_IF_ERROR(SetSenderCodec(args, model->config(), &so));
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Sender> sender, Sender::Start(so));
   ContextSpec spec;
   spec.keys = meter.context_cache().keys();

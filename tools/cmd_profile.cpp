@@ -44,7 +44,7 @@ Status RunProfile(const Args& args) {
   options.max_tables = static_cast<int>(max_tables);
   options.channel_exponent = static_cast<float>(exponent);
   options.transform = args.Has("transform");
-  options.rope = {model->config().head_dim, model->config().rope_theta, model->config().rope_layout};
+  options.rope = model->config().rope();
   ProfileBuilder builder(options);
   for (int64_t i = 0; i < contexts; ++i) {
     std::vector<int> window(ids.begin() + i * context_tokens, ids.begin() + (i + 1) * context_tokens);
@@ -98,21 +98,18 @@ Status RunProfile(const Args& args) {
       const auto codec = bench::MakeCodecTransform(bench::MakeKvstreamLevelCodec(learned, spec.level, QuantScheme::kTransform),
                                                    static_cast<int>(chunk_tokens));
       KvCache cache = meter.context_cache();
-      KVSTREAM_ASSIGN_OR_RETURN(double bits, codec->Apply(cache));
-      if (!measure) {
-        std::printf("  L%-5d %.4f\n", spec.level, bits);
-        LevelQuality q;
-        q.bits_per_value = bits;
-        KVSTREAM_ASSIGN_OR_RETURN(profile, profile.WithQuality(spec.level, q, /*transform=*/true));
-        continue;
-      }
-      KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(*codec));
-      std::printf("  L%-5d %-20.4f %-8.4f %-+11.3f %.5f\n", spec.level, bits, r.top1_agreement, r.ppl_delta_pct, r.kl_mean);
       LevelQuality q;
-      q.bits_per_value = bits;
-      q.top1_agreement = r.top1_agreement;
-      q.ppl_delta_pct = r.ppl_delta_pct;
-      q.kl_mean = r.kl_mean;
+      KVSTREAM_ASSIGN_OR_RETURN(q.bits_per_value, codec->Apply(cache));
+      if (measure) {
+        KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(*codec));
+        q.top1_agreement = r.top1_agreement;
+        q.ppl_delta_pct = r.ppl_delta_pct;
+        q.kl_mean = r.kl_mean;
+        std::printf("  L%-5d %-20.4f %-8.4f %-+11.3f %.5f\n", spec.level, q.bits_per_value, r.top1_agreement, r.ppl_delta_pct,
+                    r.kl_mean);
+      } else {
+        std::printf("  L%-5d %.4f\n", spec.level, q.bits_per_value);
+      }
       KVSTREAM_ASSIGN_OR_RETURN(profile, profile.WithQuality(spec.level, q, /*transform=*/true));
     }
   }

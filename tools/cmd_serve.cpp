@@ -39,14 +39,7 @@ Status RunServe(const Args& args) {
   options.chunk_tokens = static_cast<int>(chunk_tokens);
   options.cache_bytes = static_cast<uint64_t>(cache_mb) << 20;
   options.control.model_hash = ModelHash(model->config());
-  if (args.Has("profile")) {
-    KVSTREAM_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(args.GetString("profile")));
-    // Before any prefill, rather than at the first chunk's encode.
-    KVSTREAM_RETURN_IF_ERROR(profile.CheckShape(model->config().n_layers, model->config().kv_dim(), "the model")
-                                 .WithContext("--profile " + args.GetString("profile")));
-    options.profile = std::make_shared<const Profile>(std::move(profile));
-  }
-  KVSTREAM_ASSIGN_OR_RETURN(options.scheme, ParseScheme(args.GetString("scheme", "channel-uniform")));
+  KVSTREAM_RETURN_IF_ERROR(SetSenderCodec(args, model->config(), &options));
   if (args.Has("levels")) {
     std::stringstream list(args.GetString("levels"));
     std::string item;

@@ -1,5 +1,5 @@
 // What `kvstream serve`, `fetch`, `bench transport` and the streaming demo share: host:port and secret
-// parsing, prefilling a text's windows into contexts, and the KvTransform that measures fetched KV.
+// parsing, a sender's codec flags, prefilling a text's windows into contexts, and the KvTransform that measures fetched KV.
 //
 // Contexts served from a text: context "i" is the KV of tokens [i * T, (i + 1) * T) of the tokenized text,
 // prefilled from scratch, so a fetcher that has the same model and text knows exactly what it receives.
@@ -17,9 +17,23 @@
 #include "kvstream/model.h"
 #include "kvstream/quality.h"
 #include "kvstream/stream.h"
+#include "tools/codec_files.h"
 #include "tools/command.h"
 
 namespace kvstream::cli {
+
+// A sender's --profile (checked against the model before any prefill, rather than at the first chunk's
+// encode) and --scheme.
+inline Status SetSenderCodec(const Args& args, const ModelConfig& config, SenderOptions* options) {
+  if (args.Has("profile")) {
+    KVSTREAM_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(args.GetString("profile")));
+    KVSTREAM_RETURN_IF_ERROR(profile.CheckShape(config.n_layers, config.kv_dim(), "the model")
+                                 .WithContext("--profile " + args.GetString("profile")));
+    options->profile = std::make_shared<const Profile>(std::move(profile));
+  }
+  KVSTREAM_ASSIGN_OR_RETURN(options->scheme, ParseScheme(args.GetString("scheme", "channel-uniform")));
+  return Status::Ok();
+}
 
 inline Result<std::pair<std::string, int>> ParseHostPort(const std::string& flag, const std::string& value) {
   const size_t colon = value.rfind(':');

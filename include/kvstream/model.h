@@ -33,6 +33,7 @@ struct ModelConfig {
   bool tied_embeddings = true;
 
   int kv_dim() const { return n_kv_heads * head_dim; }
+  RopeSpec rope() const { return {head_dim, rope_theta, rope_layout}; }
 };
 
 // Text <-> token ids. Encode never fails, whatever the bytes: what the vocabulary cannot spell becomes

@@ -33,17 +33,14 @@ constexpr int kSampleTokens = 96;  // the profile learns from positions [0, 96);
 
 const testing::RealKv& Kv() { return testing::MustGetRealKv("stories260K", kTokens); }
 
-RopeSpec ModelRope() {
-  const ModelConfig& c = Kv().model->config();
-  return {c.head_dim, c.rope_theta, c.rope_layout};
-}
+
 
 const Profile& TransformProfile() {
   static const Profile profile = [] {
     ProfileOptions options;
     options.model = "stories260K";
     options.transform = true;
-    options.rope = ModelRope();
+    options.rope = Kv().model->config().rope();
     ProfileBuilder builder(options);
     const auto& kv = Kv();
     EXPECT_TRUE(builder.AddSample(SliceTokens(kv.cache.keys(), 0, kSampleTokens), SliceTokens(kv.cache.values(), 0, kSampleTokens)).ok());
@@ -189,7 +186,7 @@ TEST(TransformProfile, SavesLoadsAndRefusesCorruptSections) {
   const Profile& p = TransformProfile();
   ASSERT_TRUE(p.has_transform());
   const ProfileData& d = p.data();
-  EXPECT_EQ(d.transform.rope.head_dim, ModelRope().head_dim);
+  EXPECT_EQ(d.transform.rope.head_dim, Kv().model->config().rope().head_dim);
   for (const ProfileTransformLevel& level : d.transform.levels) {
     for (uint32_t kept : level.kept) EXPECT_LE(kept, static_cast<uint32_t>(p.channels()));
   }
@@ -544,7 +541,7 @@ TEST(TransformChunk, ALevelThatKeepsNoComponentDecodesToTheMeans) {
   const auto& kv = Kv();
   ProfileOptions options;
   options.transform = true;
-  options.rope = ModelRope();
+  options.rope = Kv().model->config().rope();
   options.ladder = DefaultLadder(kv.cache.layers);
   options.ladder.resize(2);
   options.ladder[1].step_multiplier[0] = options.ladder[1].step_multiplier[1] = 1e4f;  // above every variance

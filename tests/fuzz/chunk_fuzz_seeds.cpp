@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
   emit("profile_raw", 0x10, profile->bytes());
   emit("profile_fixcrc", 0x11, profile->bytes());
   options.transform = true;
-  options.rope = {(*model)->config().head_dim, (*model)->config().rope_theta, (*model)->config().rope_layout};
+  options.rope = (*model)->config().rope();
   ProfileBuilder transform_builder(options);
   if (Status st = transform_builder.AddSample(cache.keys(), cache.values()); !st.ok()) return Fail(st);
   auto transform_profile = transform_builder.Build();

@@ -152,7 +152,7 @@ TEST_F(FetchTest, TheTransformSchemeServesSmallerChunksThatDecodeLikeALocalDecod
   ProfileOptions po;
   po.model = "stories260K";
   po.transform = true;
-  po.rope = {kv.model->config().head_dim, kv.model->config().rope_theta, kv.model->config().rope_layout};
+  po.rope = kv.model->config().rope();
   ProfileBuilder builder(po);
   ASSERT_TRUE(builder.AddSample(SliceTokens(kv.cache.keys(), 0, 128), SliceTokens(kv.cache.values(), 0, 128)).ok());
   auto built = builder.Build();
