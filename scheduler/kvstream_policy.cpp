@@ -37,21 +37,23 @@ Status ValidateManifest(const FetchManifest& m) {
 
 // A sender without a measured profile advertises NaN quality for some levels. The planner must neither
 // take such a level as "best" nor drop it: it is ranked by size instead. A level of unknown quality is
-// assumed worth 1 - kUnknownQualityStep x (number of offered levels whose total bytes are larger), so a
-// bigger level is preferred only while the link affords it, and a smaller one is always an option when
-// it is short. Known qualities are left as they are.
-constexpr double kUnknownQualityStep = 0.01;
+// assumed worth 1 - kUnknownQualityPerHalving x log2(largest offered total bytes / its total bytes): a
+// bigger level is preferred only while the link affords it, a smaller one is always an option when it is
+// short, and, the assumed quality being concave in bytes (each halving costs the same), the planner
+// spreads the link over the chunks evenly instead of sending some chunks big and others at the smallest
+// level. Known qualities are left as they are.
+constexpr double kUnknownQualityPerHalving = 0.025;
 
 void AssumeUnknownQualities(FetchManifest& m) {
   std::vector<uint64_t> total(m.levels.size(), 0);
   for (const auto& row : m.bytes) {
     for (size_t li = 0; li < row.size(); ++li) total[li] += row[li];
   }
+  const double largest = static_cast<double>(std::max<uint64_t>(1, *std::max_element(total.begin(), total.end())));
   for (size_t li = 0; li < m.levels.size(); ++li) {
     if (std::isfinite(m.levels[li].quality)) continue;
-    int larger = 0;
-    for (size_t lj = 0; lj < m.levels.size(); ++lj) larger += total[lj] > total[li];
-    m.levels[li].quality = std::max(0.0, 1.0 - kUnknownQualityStep * larger);
+    const double halvings = std::log2(largest / static_cast<double>(std::max<uint64_t>(1, total[li])));
+    m.levels[li].quality = std::max(0.0, 1.0 - kUnknownQualityPerHalving * halvings);
   }
 }
 

@@ -12,10 +12,24 @@
 namespace kvstream::cli {
 namespace {
 
+// "fp16 L3 L2 L2": the level each chunk of a fetch arrived at.
+std::string ChunkLevels(const FetchResult& r) {
+  std::string levels;
+  for (const ChunkTelemetry& c : r.chunks) {
+    if (!levels.empty()) levels += ' ';
+    levels += LevelName(c.level);
+  }
+  return levels;
+}
+
 Status RunDemo(const Args& args) {
   KVSTREAM_ASSIGN_OR_RETURN(int64_t tokens, args.GetInt("tokens", 1024));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t eval_tokens, args.GetInt("eval-tokens", 128));
   KVSTREAM_ASSIGN_OR_RETURN(double deadline_ms, args.GetDouble("deadline-ms", 200));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t decode_threads, args.GetInt("decode-threads", 1));
+  if (decode_threads < 1 || decode_threads > 64) {
+    return Status::InvalidArgument("--decode-threads = " + std::to_string(decode_threads) + ", expected 1..64");
+  }
   if (tokens < 16 || tokens > 65536 || eval_tokens < 1 || eval_tokens > 65536) {
     return Status::InvalidArgument("--tokens must be in 16..65536 and --eval-tokens in 1..65536");
   }
@@ -49,6 +63,7 @@ Status RunDemo(const Args& args) {
   ReceiverOptions ro;
   ro.model = model.get();
   ro.profile = so.profile;
+  ro.decode_threads = static_cast<int>(decode_threads);
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Receiver> receiver, Receiver::Connect("127.0.0.1", sender->port(), ro));
   KVSTREAM_ASSIGN_OR_RETURN(ManifestReply manifest, receiver->GetManifest("demo"));
 
@@ -63,7 +78,8 @@ Status RunDemo(const Args& args) {
     const std::string name = l.level == kLevelFp16 ? "fp16" : l.level == kLevelInt8 ? "int8" : lossy + LevelName(l.level);
     methods.push_back({name, std::make_unique<FixedLevelPolicy>(l.level)});
   }
-  KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<LevelPolicy> adaptive, MakeLevelPolicy("kvstream"));
+  const KvstreamPolicyOptions adaptive_options;
+  KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<LevelPolicy> adaptive, MakeLevelPolicy("kvstream", adaptive_options));
   methods.push_back({"kvstream-adaptive", std::move(adaptive)});
 
   std::printf("streaming over UCX on 127.0.0.1: %d chunks of up to %d tokens, model %s\n\n", manifest.manifest.num_chunks,
@@ -71,6 +87,7 @@ Status RunDemo(const Args& args) {
   std::printf("%-24s %12s %9s %13s %12s %10s %10s\n", "method", "bytes", "vs_int8", "kv_ready_ms", "ppl_delta_%", "kl_mean",
               "top1_agree");
   uint64_t int8_bytes = 0;
+  std::string adaptive_levels;
   KvCache fetched;
   fetched.layers = manifest.layers;
   fetched.kv_dim = manifest.channels;
@@ -87,10 +104,17 @@ Status RunDemo(const Args& args) {
     std::printf("%-24s %12llu %9s %13.2f %12.3f %10.2e %10.4f\n", m.name.c_str(), static_cast<unsigned long long>(r.bytes), ratio,
                 1000 * r.kv_ready_s, q.ppl_delta_pct, q.kl_mean, q.top1_agreement);
     std::fflush(stdout);
+    if (m.policy.get() == methods.back().policy.get()) adaptive_levels = ChunkLevels(r);
   }
   std::printf("\nvs_int8: how many times fewer bytes than per-token int8. Quality: the %lld tokens after the context,\n"
               "scored with the fetched KV against the original fp32 KV (the same model, teacher-forced).\n",
               static_cast<long long>(eval_tokens));
+  std::printf("kvstream-adaptive chose per chunk: %s. Per chunk, it buys the best quality that would still\n"
+              "meet the %.0f ms deadline if the link fell to 1/%g of its estimate, an upgrade only when its gain in\n"
+              "quality is worth its time on the link. Until the first chunks are measured the estimate is a %g Mbit/s\n"
+              "prior, so the first chunks may go smaller than the rest.%s\n",
+              adaptive_levels.c_str(), deadline_ms, adaptive_options.drop_factor, adaptive_options.prior_bandwidth_bps / 1e6,
+              so.profile ? "" : " Without --profile the levels' qualities are unknown and ranked by size.");
   return Status::Ok();
 }
 
@@ -100,13 +124,13 @@ KVSTREAM_REGISTER_COMMAND(demo, {
     "demo",
     "prefill and decode nodes stream a real SmolLM2 context's KV: bytes, KV-ready time, quality per method",
     "usage: kvstream demo [--model M] [--text FILE] [--tokens T] [--eval-tokens E] [--deadline-ms D]\n"
-    "                     [--profile P] [--scheme S]\n\n"
+    "                     [--profile P] [--scheme S] [--decode-threads T]\n\n"
     "Loads the model (fetching SmolLM2-135M-Instruct into ~/.cache/kvstream/models if needed) and prefills\n"
     "T tokens of the text on the prefill node, which serves the KV in chunks of 256 tokens at fp16, int8 and\n"
     "every kvstream level. The decode node, in the same process, fetches it over UCX (loopback: shared\n"
     "memory or tcp, as UCX_TLS allows) once per method, pipelining transfer and decode, then scores the E\n"
     "tokens after the context with the fetched KV against the original. Methods: fixed levels and the\n"
-    "adaptive kvstream policy with a deadline of D ms.\n\n"
+    "adaptive kvstream policy with a deadline of D ms, whose per-chunk levels are printed below the table.\n\n"
     "  --model M          model (default smollm2)\n"
     "  --text FILE        text (default /usr/share/common-licenses/GPL-3)\n"
     "  --tokens T         context tokens streamed (default 1024)\n"
@@ -117,8 +141,10 @@ KVSTREAM_REGISTER_COMMAND(demo, {
     "                     tables, qualities unknown)\n"
     "  --scheme S         lossy quantiser: channel-uniform (default) or transform (needs a --profile made\n"
     "                     with --transform)\n"
+    "  --decode-threads T chunks the decode node decodes at once (default 1; the transform scheme's decode\n"
+    "                     is about four times channel-uniform's and gains most from 2)\n"
     "  --tokenizer PATH, --threads N   as for the other model commands",
-    {"model", "text", "tokens", "eval-tokens", "deadline-ms", "profile", "scheme", "tokenizer", "threads"},
+    {"model", "text", "tokens", "eval-tokens", "deadline-ms", "profile", "scheme", "decode-threads", "tokenizer", "threads"},
     {},
     RunDemo,
 });

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <memory>
+#include <vector>
 
 #include "kvstream/scheduler.h"
 #include "scheduler/simulator.h"
@@ -80,6 +81,41 @@ TEST(KvstreamPolicy, LevelsOfUnknownQualityAreRankedBySize) {
   auto unknown = MakeKvstreamPolicy(o);
   unknown->Begin(m, 5.0);
   EXPECT_EQ(unknown->Choose(0, 0), kLevelFp16);
+}
+
+// The ladder's real size steps are uneven (SmolLM2, 256-token chunks, in-chunk tables): ranked by size
+// alone most levels fall off the planner's hull and a short link gets some chunks big and the others at
+// L6. Assumed qualities that are concave in bytes spread the link evenly.
+TEST(KvstreamPolicy, LevelsOfUnknownQualityShareTheLinkEvenly) {
+  FetchManifest m;
+  m.num_chunks = 4;
+  m.levels = {{kLevelFp16, 1.0}, {kLevelInt8, 0}, {1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}, {6, 0}};
+  for (size_t li = 1; li < m.levels.size(); ++li) m.levels[li].quality = std::nan("");
+  const uint64_t sizes[] = {5'899'748, 2'981'348, 2'058'970, 1'837'690, 1'563'828, 1'386'128, 1'200'662, 854'754};
+  for (int c = 0; c < m.num_chunks; ++c) {
+    m.chunk_tokens.push_back(256);
+    m.total_tokens += 256;
+    m.bytes.emplace_back(sizes, sizes + m.levels.size());
+  }
+  KvstreamPolicyOptions o;
+  o.drop_factor = 1;
+  o.prior_bandwidth_bps = 250e6;  // 0.85 x 200 ms affords about 1.3 MB a chunk: L4 or L5 each
+  auto p = MakeKvstreamPolicy(o);
+  p->Begin(m, 0.2);
+  double now = 0;
+  std::vector<Level> chosen;
+  for (int c = 0; c < m.num_chunks; ++c) {
+    chosen.push_back(p->Choose(c, now));
+    now = Feed(*p, m, c, chosen.back(), now, o.prior_bandwidth_bps);
+  }
+  EXPECT_TRUE(p->feasible()) << p->status().ToString();
+  // Ranked by size alone this went L6 L6 L3 L1. The last chunk may still go bigger than the first (the
+  // safety margin is a fraction of the time left, so slack comes free as the fetch goes on), but no chunk
+  // is left at the smallest level while the link affords more on average.
+  for (Level level : chosen) {
+    EXPECT_TRUE(IsLossyLevel(level) && level < 6)
+        << LevelName(chosen[0]) << " " << LevelName(chosen[1]) << " " << LevelName(chosen[2]) << " " << LevelName(chosen[3]);
+  }
 }
 
 TEST(KvstreamPolicy, ReactsToASustainedDropAtOnceAndShrugsOffASingleSlowChunk) {
