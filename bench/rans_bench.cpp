@@ -83,33 +83,42 @@ void BM_RansEncode(benchmark::State& state) {
   SetCounters(state, w);
 }
 
-// Args: distribution, period, tokens, distinct tables, path (0: one stream, AVX2 where the CPU has it;
-// 1: one stream, portable kernel; 2: two streams decoded as a pair, as the chunk decoder decodes a
-// layer's keys and values).
+// Args: distribution, period, tokens, distinct tables, path (0: one stream, the best vector kernel the
+// CPU has; 1: one stream, portable kernel; 2: two streams decoded together, as the chunk decoder decodes
+// a layer's keys and values; 4: four streams together, two layers' keys and values, as the chunk decoder
+// hands them to an AVX-512 CPU). KVSTREAM_DISABLE_AVX512=1 in the environment measures the AVX2 kernel.
 void BM_RansDecode(benchmark::State& state) {
-  const Workload w = Make(static_cast<int>(state.range(0)), state.range(1), state.range(2), state.range(3));
   const int path = static_cast<int>(state.range(4));
-  // The pair's second stream has its own symbols and tables, like a layer's values beside its keys.
-  const Workload w2 = Make(static_cast<int>(state.range(0)), state.range(1), state.range(2), state.range(3), 54321);
-  std::vector<uint8_t> out(w.symbols.size()), second(w2.symbols.size());
+  const size_t streams = path >= 2 ? static_cast<size_t>(path) : 1;
+  // Each further stream has its own symbols and tables, like a layer's values beside its keys.
+  std::vector<Workload> w;
+  std::vector<std::vector<uint8_t>> out;
+  std::vector<RansDecodeJob> jobs;
+  for (size_t i = 0; i < streams; ++i) {
+    w.push_back(Make(static_cast<int>(state.range(0)), state.range(1), state.range(2), state.range(3),
+                     i == 0 ? 12345u : 54320u + static_cast<unsigned>(i)));
+  }
+  for (size_t i = 0; i < streams; ++i) {
+    out.emplace_back(w[i].symbols.size());
+    jobs.push_back({w[i].stream.data(), w[i].stream.size(), w[i].ptrs.data(), w[i].ptrs.size(), out[i].data(), out[i].size()});
+  }
   if (path == 1) setenv("KVSTREAM_DISABLE_AVX2", "1", 1);
-  const RansDecodeJob a{w.stream.data(), w.stream.size(), w.ptrs.data(), w.ptrs.size(), out.data(), out.size()};
-  const RansDecodeJob b{w2.stream.data(), w2.stream.size(), w2.ptrs.data(), w2.ptrs.size(), second.data(), second.size()};
+  std::vector<Status> statuses(streams);
   for (auto _ : state) {
-    if (path == 2) {
-      Status sa, sb;
-      RansDecodePair(a, b, &sa, &sb);
-      if (!sa.ok() || !sb.ok()) std::abort();
-    } else if (!RansDecode(a.data, a.size, a.models, a.period, a.out, a.n).ok()) {
-      std::abort();
+    RansDecodeTogether(jobs.data(), streams, statuses.data());
+    for (const Status& s : statuses) {
+      if (!s.ok()) std::abort();
     }
-    benchmark::DoNotOptimize(out.data());
-    benchmark::DoNotOptimize(second.data());
+    benchmark::DoNotOptimize(out[0].data());
   }
   unsetenv("KVSTREAM_DISABLE_AVX2");
-  if (out != w.symbols || (path == 2 && second != w2.symbols)) std::abort();
-  SetCounters(state, w);
-  if (path == 2) state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(w.symbols.size() + w2.symbols.size()));
+  int64_t symbols = 0;
+  for (size_t i = 0; i < streams; ++i) {
+    if (out[i] != w[i].symbols) std::abort();
+    symbols += static_cast<int64_t>(w[i].symbols.size());
+  }
+  SetCounters(state, w[0]);
+  state.SetItemsProcessed(state.iterations() * symbols);
   state.counters["path"] = path;
 }
 
@@ -125,7 +134,7 @@ void EncodeArgs(benchmark::internal::Benchmark* b) {
 
 void DecodeArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"dist", "period", "tokens", "tables", "path"});
-  for (int path : {0, 1, 2}) {
+  for (int path : {0, 1, 2, 4}) {
     for (int d : {kLaplace3, kLaplace10, kGauss6}) {
       b->Args({d, 192, 256, 192, path});
       b->Args({d, 192, 256, 8, path});

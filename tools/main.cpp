@@ -21,7 +21,8 @@ void PrintUsage() {
       "Other environment variables:\n"
       "  KVSTREAM_MODEL_CACHE    where named models are cached (default ~/.cache/kvstream/models)\n"
       "  KVSTREAM_SHARED_MODELS  folder holding stories260K and TinyStories-656K (default ../shared/models)\n"
-      "  KVSTREAM_DISABLE_AVX2   1: decode with the portable scalar rANS path instead of AVX2\n"
+      "  KVSTREAM_DISABLE_AVX2   1: run the portable scalar kernels instead of AVX2 and AVX-512\n"
+      "  KVSTREAM_DISABLE_AVX512 1: decode rANS with the AVX2 kernel on a CPU with AVX-512\n"
       "  UCX_TLS, UCX_NET_DEVICES, ...  UCX's own settings select the data plane's transports\n"
       "                          (ucx_info -c lists them; see docs/transport.md)\n");
 }

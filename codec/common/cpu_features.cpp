@@ -4,13 +4,28 @@
 #include <cstring>
 
 namespace kvstream::codec {
+namespace {
+
+bool DisabledByEnvironment(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && value[0] != '\0' && std::strcmp(value, "0") != 0;
+}
+
+}  // namespace
 
 bool Avx2Enabled() {
 #if defined(__x86_64__) || defined(_M_X64)
   static const bool cpu_has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (!cpu_has_avx2) return false;
-  const char* disable = std::getenv("KVSTREAM_DISABLE_AVX2");
-  return disable == nullptr || disable[0] == '\0' || std::strcmp(disable, "0") == 0;
+  return cpu_has_avx2 && !DisabledByEnvironment("KVSTREAM_DISABLE_AVX2");
+#else
+  return false;
+#endif
+}
+
+bool Avx512Enabled() {
+#if defined(__x86_64__) || defined(_M_X64)
+  static const bool cpu_has_avx512 = __builtin_cpu_supports("avx512f");
+  return cpu_has_avx512 && Avx2Enabled() && !DisabledByEnvironment("KVSTREAM_DISABLE_AVX512");
 #else
   return false;
 #endif

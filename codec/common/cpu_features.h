@@ -1,4 +1,5 @@
-// Which SIMD kernels this CPU runs. Every *_avx2.cpp kernel gives the same results as its portable twin.
+// Which SIMD kernels this CPU runs. Every *_avx2.cpp and *_avx512.cpp kernel gives the same results as its
+// portable twin.
 #pragma once
 
 namespace kvstream::codec {
@@ -6,5 +7,9 @@ namespace kvstream::codec {
 // True when the CPU has AVX2 and FMA, unless the environment sets KVSTREAM_DISABLE_AVX2=1 (tests use it
 // to run the portable kernels on the same machine).
 bool Avx2Enabled();
+
+// True when Avx2Enabled() and the CPU has AVX-512F, unless the environment sets KVSTREAM_DISABLE_AVX512=1
+// (tests use it to run the AVX2 kernels on an AVX-512 machine).
+bool Avx512Enabled();
 
 }  // namespace kvstream::codec

@@ -8,7 +8,7 @@
 //   * kRansLanes states are interleaved (symbol i belongs to lane i % kRansLanes) so that the decoder has
 //     independent dependency chains to overlap, AVX2 lanes to fill and GPU threads to spread over. Each
 //     lane costs its stream 2-4 bytes (its final state), so 16 lanes, not more: the CPU decoder fills
-//     its vectors by decoding two streams at once (RansDecodePair).
+//     its vectors by decoding several streams at once (RansDecodeTogether).
 // The per-symbol decode step lives in rans_step.h as host/device code, so the CUDA kernels reuse it.
 // Encoding and decoding are pure functions of their arguments: any number of threads may code streams
 // at once with the same models.
@@ -82,8 +82,8 @@ Status RansEncode(const uint8_t* symbols, size_t n, const RansModel* const* mode
 // too short, has bytes left over, starts from an invalid state or ends in the wrong final state gives
 // CorruptData (out[0, n) is then unspecified). A corrupted stream that still decodes yields symbols of
 // non-zero frequency only. A stream does not record n or its own size: the container stores both.
-// Uses AVX2 when the CPU has it, unless the environment sets KVSTREAM_DISABLE_AVX2=1; both paths
-// produce identical results.
+// Uses AVX-512 or AVX2 when the CPU has it, unless the environment sets KVSTREAM_DISABLE_AVX512=1 or
+// KVSTREAM_DISABLE_AVX2=1 (which disables both); every path produces identical results.
 Status RansDecode(const uint8_t* data, size_t size, const RansModel* const* models, size_t period,
                   uint8_t* out, size_t n);
 
@@ -97,11 +97,16 @@ struct RansDecodeJob {
   size_t n = 0;
 };
 
-// Decodes two independent streams together, with exactly the results and errors of two RansDecode
-// calls (*first_status, *second_status). A stream alone leaves the AVX2 gathers half busy; two keep them
-// busy, so this is how the chunk decoder decodes a layer's keys and values (measured: docs/rans.md).
-void RansDecodePair(const RansDecodeJob& first, const RansDecodeJob& second, Status* first_status,
-                    Status* second_status);
+// Decodes n <= kRansMaxTogether independent streams together, with exactly the results and errors of n
+// RansDecode calls (statuses[i] for jobs[i]; n > kRansMaxTogether fails each with InvalidArgument). One
+// stream leaves the vector gathers idle while its states wait on them; the AVX2 kernel decodes streams in
+// pairs, the AVX-512 one up to four at once, so the chunk decoder hands it two layers' keys and values
+// (measured: docs/rans.md).
+inline constexpr size_t kRansMaxTogether = 4;
+void RansDecodeTogether(const RansDecodeJob* jobs, size_t n, Status* statuses);
+
+// How many streams this CPU's kernel decodes at once: 4 (AVX-512), 2 (AVX2) or 1 (portable).
+size_t RansStreamsDecodedTogether();
 
 // Sum over symbols of the model's cost: the ideal coded size, for the entropy-overhead figure.
 // Infinity if a symbol has frequency 0 in its model.

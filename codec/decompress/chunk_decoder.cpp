@@ -1,6 +1,7 @@
 // DecodeChunk and DecodeChunkTokens: validate the container, then decode every (layer, K/V) segment
 // into the caller's views, layers in parallel: rANS into a symbol buffer (a layer's keys and values
-// together), then dequantise.
+// together, two layers' when the CPU's kernel takes four streams), then dequantise.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -99,15 +100,19 @@ class SegmentDecoder {
   // An fp16 or int8 segment (lossy ones go by layer, in RunLossyPair).
   Status RunPassthrough() { return info_.level == kLevelFp16 ? Fp16() : Int8(); }
 
-  // A layer's lossy keys and values: both parsed, their rANS streams decoded together (the vector kernel
-  // needs two streams to keep its gathers busy), both dequantised. The first error found is returned.
-  static Status RunLossyPair(SegmentDecoder& keys, SegmentDecoder& values) {
-    KVSTREAM_RETURN_IF_ERROR(keys.ParseLossy());
-    KVSTREAM_RETURN_IF_ERROR(values.ParseLossy());
-    Status keys_rans, values_rans;
-    codec::RansDecodePair(keys.RansJob(), values.RansJob(), &keys_rans, &values_rans);
-    KVSTREAM_RETURN_IF_ERROR(keys.Dequantise(keys_rans));
-    return values.Dequantise(values_rans);
+  // Lossy segments (a layer's or two layers' keys and values): all parsed, their rANS streams decoded
+  // together (the vector kernels need several streams to keep their gathers busy), all dequantised. The
+  // first error found is returned.
+  static Status RunLossy(std::optional<SegmentDecoder>* segments, size_t n) {
+    codec::RansDecodeJob jobs[codec::kRansMaxTogether];
+    Status rans[codec::kRansMaxTogether];
+    for (size_t i = 0; i < n; ++i) {
+      KVSTREAM_RETURN_IF_ERROR(segments[i]->ParseLossy());
+      jobs[i] = segments[i]->RansJob();
+    }
+    codec::RansDecodeTogether(jobs, n, rans);
+    for (size_t i = 0; i < n; ++i) KVSTREAM_RETURN_IF_ERROR(segments[i]->Dequantise(rans[i]));
+    return Status::Ok();
   }
 
  private:
@@ -127,12 +132,21 @@ class SegmentDecoder {
   Status Fp16() {
     KVSTREAM_RETURN_IF_ERROR(ExpectSize(uint64_t{2} * values()));
     const uint8_t* p = in_.cursor();
+    const size_t row_bytes = 2 * static_cast<size_t>(channels());
+    if (out_.dtype == info_.stored_dtype && out_.strides[2] == 1) {
+      // The stored dtype into dense rows: a copy (bit-exact, NaN payloads included).
+      uint16_t* base = static_cast<uint16_t*>(out_.data) + seg_.layer * out_.strides[0];
+      for (int64_t t = 0; t < tokens(); ++t) std::memcpy(base + t * out_.strides[1], p + t * row_bytes, row_bytes);
+      return Status::Ok();
+    }
+    std::vector<uint16_t> stored(static_cast<size_t>(channels()));
     std::vector<float> row(static_cast<size_t>(channels()));
     for (int64_t t = 0; t < tokens(); ++t) {
-      for (int64_t c = 0; c < channels(); ++c) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * (t * channels() + c), 2);
-        row[c] = info_.stored_dtype == DType::kBF16 ? BFloat16ToFloat(h) : HalfToFloat(h);
+      std::memcpy(stored.data(), p + t * row_bytes, row_bytes);
+      if (info_.stored_dtype == DType::kBF16) {
+        for (int64_t c = 0; c < channels(); ++c) row[c] = BFloat16ToFloat(stored[c]);
+      } else {
+        HalfRowToFloat(stored.data(), row.data(), channels());
       }
       StoreRow(out_, seg_.layer, t, row.data());
     }
@@ -385,15 +399,23 @@ Status DecodeChunk(const uint8_t* data, size_t size, const DecodeOptions& option
     if (info.scheme == QuantScheme::kTransform && options.profile->has_transform()) {
       rope.emplace(options.profile->data().transform.rope, info.token_begin, info.tokens);
     }
-    // Segment 2l holds layer l's keys and 2l + 1 its values (the container reader checked the order).
-    return codec::RunParallel(info.segments.size() / 2, options.threads, options.parallel_for, [&](size_t l) -> Status {
-      const SegmentInfo& k = info.segments[2 * l];
-      const SegmentInfo& v = info.segments[2 * l + 1];
-      KVSTREAM_RETURN_IF_ERROR(codec::VerifySegment(data, k));
-      KVSTREAM_RETURN_IF_ERROR(codec::VerifySegment(data, v));
-      SegmentDecoder keys(data, info, options.profile, k, keys_out, rope ? &*rope : nullptr);
-      SegmentDecoder values(data, info, options.profile, v, values_out);
-      return SegmentDecoder::RunLossyPair(keys, values);
+    // Segment 2l holds layer l's keys and 2l + 1 its values (the container reader checked the order). A
+    // task takes as many layers as the rANS kernel decodes streams together (over two: keys and values).
+    const size_t segments = info.segments.size();
+    const size_t per_task = std::max<size_t>(2, codec::RansStreamsDecodedTogether() / 2 * 2);
+    return codec::RunParallel((segments + per_task - 1) / per_task, options.threads, options.parallel_for,
+                              [&](size_t task) -> Status {
+      std::optional<SegmentDecoder> decoders[codec::kRansMaxTogether];
+      const size_t first = task * per_task;
+      const size_t n = std::min(per_task, segments - first);
+      for (size_t i = 0; i < n; ++i) {
+        const SegmentInfo& seg = info.segments[first + i];
+        KVSTREAM_RETURN_IF_ERROR(codec::VerifySegment(data, seg));
+        const bool keys = seg.tensor == SegmentTensor::kKeys;
+        decoders[i].emplace(data, info, options.profile, seg, keys ? keys_out : values_out,
+                            keys && rope ? &*rope : nullptr);
+      }
+      return SegmentDecoder::RunLossy(decoders, n);
     });
   }
   return codec::RunParallel(info.segments.size(), options.threads, options.parallel_for, [&](size_t i) -> Status {

@@ -1,6 +1,6 @@
 // rANS decoder (format: docs/rans.md): validates the header, runs a group kernel over the bulk of the
-// stream (AVX2 when the CPU has it, else the portable one) and the checked scalar step (rans_step.h) over
-// the rest.
+// stream (AVX-512 or AVX2 when the CPU has it, else the portable one) and the checked scalar step
+// (rans_step.h) over the rest.
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -9,7 +9,7 @@
 #include "codec/common/cpu_features.h"
 #include "codec/common/rans.h"
 #include "codec/common/rans_step.h"
-#include "codec/decompress/rans_decode_avx2.h"
+#include "codec/decompress/rans_group_kernels.h"
 
 namespace kvstream::codec {
 namespace {
@@ -40,7 +40,7 @@ bool BuildLaneOffsets(const std::vector<const uint32_t*>& tables, std::vector<in
   return true;
 }
 
-// The portable group kernel, with RansDecodeGroupsAvx2's contract (rans_decode_avx2.h).
+// The portable group kernel, with RansDecodeGroupsAvx2's contract (rans_group_kernels.h).
 void DecodeGroupsPortable(RansGroupCursor& c) {
   const uint8_t* p = c.pos;
   const auto* base = reinterpret_cast<const uint8_t*>(c.table_base);
@@ -64,12 +64,13 @@ void DecodeGroupsPortable(RansGroupCursor& c) {
 }
 
 
-// The group kernel of this CPU.
-void DecodeGroups(RansGroupCursor& c) {
+// Hands n streams to the group kernel of this CPU (the portable one takes them one by one).
+void DecodeGroups(RansGroupCursor* const* streams, size_t n) {
 #if defined(__x86_64__) || defined(_M_X64)
-  if (Avx2Enabled()) return RansDecodeGroupsAvx2(c);
+  if (Avx512Enabled()) return RansDecodeGroupsAvx512(streams, n);
+  if (Avx2Enabled()) return RansDecodeGroupsAvx2(streams, n);
 #endif
-  DecodeGroupsPortable(c);
+  for (size_t i = 0; i < n; ++i) DecodeGroupsPortable(*streams[i]);
 }
 
 // One stream: Start validates it and loads its states, the group kernels take its bulk through
@@ -128,10 +129,14 @@ class StreamDecoder {
   }
 
   RansGroupCursor& cursor() { return cursor_; }
+  bool HasKernelGroups() const { return cursor_.group < cursor_.group_end; }
 
   Status Finish() {
     if (job_.n == 0) return Status::Ok();
-    if (cursor_.group < cursor_.group_end) DecodeGroups(cursor_);
+    if (HasKernelGroups()) {
+      RansGroupCursor* const alone[1] = {&cursor_};
+      DecodeGroups(alone, 1);
+    }
     const uint8_t*& pos = cursor_.pos;
     const uint8_t* const end = cursor_.end;
     size_t i = cursor_.group * kLanes;
@@ -173,16 +178,33 @@ Status RansDecode(const uint8_t* data, size_t size, const RansModel* const* mode
   return stream.Finish();
 }
 
-void RansDecodePair(const RansDecodeJob& first, const RansDecodeJob& second, Status* first_status,
-                    Status* second_status) {
-  StreamDecoder a, b;
-  *first_status = a.Start(first);
-  *second_status = b.Start(second);
+size_t RansStreamsDecodedTogether() {
 #if defined(__x86_64__) || defined(_M_X64)
-  if (first_status->ok() && second_status->ok() && Avx2Enabled()) RansDecodeGroupPairAvx2(a.cursor(), b.cursor());
+  if (Avx512Enabled()) return 4;
+  if (Avx2Enabled()) return 2;
 #endif
-  if (first_status->ok()) *first_status = a.Finish();
-  if (second_status->ok()) *second_status = b.Finish();
+  return 1;
+}
+
+void RansDecodeTogether(const RansDecodeJob* jobs, size_t n, Status* statuses) {
+  if (n > kRansMaxTogether) {
+    for (size_t i = 0; i < n; ++i) {
+      statuses[i] = Status::InvalidArgument("rANS decode: " + std::to_string(n) + " streams together, at most " +
+                                            std::to_string(kRansMaxTogether));
+    }
+    return;
+  }
+  StreamDecoder streams[kRansMaxTogether];
+  RansGroupCursor* together[kRansMaxTogether];
+  size_t ready = 0;
+  for (size_t i = 0; i < n; ++i) {
+    statuses[i] = streams[i].Start(jobs[i]);
+    if (statuses[i].ok() && streams[i].HasKernelGroups()) together[ready++] = &streams[i].cursor();
+  }
+  if (ready > 1) DecodeGroups(together, ready);
+  for (size_t i = 0; i < n; ++i) {
+    if (statuses[i].ok()) statuses[i] = streams[i].Finish();
+  }
 }
 
 }  // namespace kvstream::codec

@@ -2,7 +2,7 @@
 // time. Per vector and group: one gather from the lanes' slot tables, the state update, and a
 // renormalisation that hands the next 16-bit words of the stream to the lanes that need one, in lane
 // order (exactly the scalar order).
-#include "codec/decompress/rans_decode_avx2.h"
+#include "codec/decompress/rans_group_kernels.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -65,7 +65,7 @@ inline __m128i Symbols(__m256i e0, __m256i e1) {
 // One kernel for one or two streams: the loops over streams and vectors have constant bounds and unroll.
 // The cursors are copied into locals: the vector stores to out may alias them.
 template <int kStreams>
-void DecodeGroups(RansGroupCursor* const (&streams)[kStreams]) {
+void DecodeGroups(RansGroupCursor* const* streams) {
   constexpr ptrdiff_t kMaxGroupBytes = 2 * kRansLanes;
   RansGroupCursor c[kStreams];
   __m256i x[kStreams][kVectors];
@@ -103,14 +103,14 @@ void DecodeGroups(RansGroupCursor* const (&streams)[kStreams]) {
 
 }  // namespace
 
-void RansDecodeGroupsAvx2(RansGroupCursor& stream) {
-  RansGroupCursor* const streams[1] = {&stream};
-  DecodeGroups<1>(streams);
-}
-
-void RansDecodeGroupPairAvx2(RansGroupCursor& first, RansGroupCursor& second) {
-  RansGroupCursor* const streams[2] = {&first, &second};
-  DecodeGroups<2>(streams);
+void RansDecodeGroupsAvx2(RansGroupCursor* const* streams, size_t n) {
+  for (size_t i = 0; i < n; i += 2) {
+    if (i + 1 < n) {
+      DecodeGroups<2>(streams + i);
+    } else {
+      DecodeGroups<1>(streams + i);
+    }
+  }
 }
 
 }  // namespace kvstream::codec

@@ -162,16 +162,20 @@ TEST(ChunkRoundTrip, Fp16PassthroughIsBitExact) {
     eo.level = kLevelFp16;
     const auto bytes = MustEncode(InputOf(k, v), eo);
     const DType out_dt = dt == DType::kF32 ? DType::kF16 : dt;
-    Tensor dk(out_dt, k.view.layers(), k.view.tokens(), k.view.channels(), Layout::kChannelMajor), dv = dk;
-    MustDecode(bytes, {}, &dk, &dv);
-    for (int64_t l = 0; l < k.view.layers(); ++l)
-      for (int64_t t = 0; t < k.view.tokens(); ++t)
-        for (int64_t c = 0; c < k.view.channels(); ++c) {
-          const uint32_t want_k = dt == DType::kF32 ? FloatToHalf(k.at(l, t, c)) : k.bits(l, t, c);
-          const uint32_t want_v = dt == DType::kF32 ? FloatToHalf(v.at(l, t, c)) : v.bits(l, t, c);
-          ASSERT_EQ(dk.bits(l, t, c), want_k);
-          ASSERT_EQ(dv.bits(l, t, c), want_v);
-        }
+    // Dense rows take the decoder's copy path, the other layouts its conversion path.
+    for (Layout layout : testing::kAllLayouts) {
+      SCOPED_TRACE(testing::LayoutName(layout));
+      Tensor dk(out_dt, k.view.layers(), k.view.tokens(), k.view.channels(), layout), dv = dk;
+      MustDecode(bytes, {}, &dk, &dv);
+      for (int64_t l = 0; l < k.view.layers(); ++l)
+        for (int64_t t = 0; t < k.view.tokens(); ++t)
+          for (int64_t c = 0; c < k.view.channels(); ++c) {
+            const uint32_t want_k = dt == DType::kF32 ? FloatToHalf(k.at(l, t, c)) : k.bits(l, t, c);
+            const uint32_t want_v = dt == DType::kF32 ? FloatToHalf(v.at(l, t, c)) : v.bits(l, t, c);
+            ASSERT_EQ(dk.bits(l, t, c), want_k);
+            ASSERT_EQ(dv.bits(l, t, c), want_v);
+          }
+    }
   }
 }
 

@@ -56,17 +56,22 @@ std::vector<const RansModel*> Pointers(const std::vector<RansModel>& models) {
   return p;
 }
 
-// The decoder's paths: the AVX2 kernel (where the CPU has it), the portable kernel, and the AVX2 pair
-// kernel with the stream decoded beside a valid companion (first or second of the pair).
-enum class Path { kAvx2, kPortable, kPairedFirst, kPairedSecond };
-constexpr Path kAllPaths[] = {Path::kAvx2, Path::kPortable, Path::kPairedFirst, Path::kPairedSecond};
+// The decoder's paths: the best vector kernel the CPU has (AVX-512 or AVX2), the AVX2 kernel (AVX-512
+// disabled), the portable kernel, and the stream decoded together with three valid companions (first or
+// last of the four; and first with the AVX2 kernel, which takes them in pairs). Without AVX-512 the
+// first two are the same, as are the together paths.
+enum class Path { kBest, kAvx2, kPortable, kTogetherFirst, kTogetherLast, kTogetherAvx2 };
+constexpr Path kAllPaths[] = {Path::kBest,          Path::kAvx2,         Path::kPortable,
+                              Path::kTogetherFirst, Path::kTogetherLast, Path::kTogetherAvx2};
 
 std::string PathName(Path p) {
   switch (p) {
+    case Path::kBest: return "best";
     case Path::kAvx2: return "avx2";
     case Path::kPortable: return "portable";
-    case Path::kPairedFirst: return "paired-first";
-    default: return "paired-second";
+    case Path::kTogetherFirst: return "together-first";
+    case Path::kTogetherLast: return "together-last";
+    default: return "together-avx2";
   }
 }
 
@@ -78,45 +83,68 @@ struct Companion {
   std::vector<uint8_t> stream;
 };
 
-const Companion& TheCompanion() {
-  static const Companion c = [] {
-    Companion k;
-    std::mt19937 rng(77);
-    k.symbols.resize(3000);
-    for (auto& s : k.symbols) s = static_cast<uint8_t>(rng() % 7);
-    std::vector<uint32_t> counts(8, 1);
-    for (uint8_t s : k.symbols) ++counts[s];
-    k.models.push_back(RansModel::FromCounts(counts.data(), 8).value());
-    k.ptrs = {&k.models[0]};
-    if (!RansEncode(k.symbols.data(), k.symbols.size(), k.ptrs.data(), 1, &k.stream).ok()) std::abort();
-    return k;
+const std::vector<Companion>& TheCompanions() {
+  static const std::vector<Companion> companions = [] {
+    std::vector<Companion> all(kRansMaxTogether - 1);
+    for (size_t i = 0; i < all.size(); ++i) {
+      Companion& k = all[i];
+      std::mt19937 rng(77 + static_cast<unsigned>(i));
+      k.symbols.resize(2000 + 1000 * i);
+      const uint32_t alphabet = 7 + 5 * static_cast<uint32_t>(i);
+      for (auto& s : k.symbols) s = static_cast<uint8_t>(rng() % alphabet);
+      std::vector<uint32_t> counts(alphabet + 1, 1);
+      for (uint8_t s : k.symbols) ++counts[s];
+      k.models.push_back(RansModel::FromCounts(counts.data(), static_cast<int>(counts.size())).value());
+      k.ptrs = {&k.models[0]};
+      if (!RansEncode(k.symbols.data(), k.symbols.size(), k.ptrs.data(), 1, &k.stream).ok()) std::abort();
+    }
+    return all;
   }();
-  return c;
+  return companions;
 }
+
+// Sets an environment variable for the life of the object.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const char* name) : name_(name) {
+    if (name_ != nullptr) setenv(name_, "1", 1);
+  }
+  ~ScopedEnv() {
+    if (name_ != nullptr) unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+};
 
 Status Decode(Path path, const std::vector<uint8_t>& stream, const std::vector<const RansModel*>& models,
               std::vector<uint8_t>* out) {
-  if (path == Path::kAvx2 || path == Path::kPortable) {
-    if (path == Path::kPortable) setenv("KVSTREAM_DISABLE_AVX2", "1", 1);
-    Status st = RansDecode(stream.data(), stream.size(), models.data(), models.size(), out->data(), out->size());
-    unsetenv("KVSTREAM_DISABLE_AVX2");
-    return st;
+  const ScopedEnv env(path == Path::kPortable                                ? "KVSTREAM_DISABLE_AVX2"
+                      : path == Path::kAvx2 || path == Path::kTogetherAvx2 ? "KVSTREAM_DISABLE_AVX512"
+                                                                           : nullptr);
+  if (path == Path::kBest || path == Path::kAvx2 || path == Path::kPortable) {
+    return RansDecode(stream.data(), stream.size(), models.data(), models.size(), out->data(), out->size());
   }
-  const Companion& c = TheCompanion();
-  std::vector<uint8_t> companion_out(c.symbols.size());
+  const std::vector<Companion>& companions = TheCompanions();
+  std::vector<std::vector<uint8_t>> companion_out;
+  std::vector<RansDecodeJob> jobs;
+  for (const Companion& c : companions) {
+    companion_out.emplace_back(c.symbols.size());
+    jobs.push_back({c.stream.data(), c.stream.size(), c.ptrs.data(), 1, companion_out.back().data(), c.symbols.size()});
+  }
   const RansDecodeJob tested{stream.data(), stream.size(), models.data(), models.size(), out->data(), out->size()};
-  const RansDecodeJob companion{c.stream.data(), c.stream.size(), c.ptrs.data(), 1, companion_out.data(),
-                                companion_out.size()};
-  Status st, companion_st;
-  if (path == Path::kPairedFirst) {
-    RansDecodePair(tested, companion, &st, &companion_st);
-  } else {
-    RansDecodePair(companion, tested, &companion_st, &st);
+  const size_t at = path == Path::kTogetherLast ? jobs.size() : 0;
+  jobs.insert(jobs.begin() + static_cast<ptrdiff_t>(at), tested);
+  std::vector<Status> statuses(jobs.size());
+  RansDecodeTogether(jobs.data(), jobs.size(), statuses.data());
+  // Whatever happens to the stream under test, its companions decode.
+  for (size_t i = 0, c = 0; i < jobs.size(); ++i) {
+    if (i == at) continue;
+    EXPECT_TRUE(statuses[i].ok()) << statuses[i].ToString();
+    EXPECT_EQ(companion_out[c], companions[c].symbols);
+    ++c;
   }
-  // Whatever happens to the stream under test, its companion decodes.
-  EXPECT_TRUE(companion_st.ok()) << companion_st.ToString();
-  EXPECT_EQ(companion_out, c.symbols);
-  return st;
+  return statuses[at];
 }
 
 // The reference coder, written from docs/rans.md with plain division and a linear search of the
@@ -399,8 +427,8 @@ TEST(Rans, EncodingAZeroFrequencySymbolNamesTheIndex) {
 void ExpectSameVerdict(const std::vector<uint8_t>& stream, const std::vector<const RansModel*>& ptrs,
                        size_t n, int alphabet, bool* ok) {
   std::vector<uint8_t> first(n);
-  const Status s0 = Decode(Path::kAvx2, stream, ptrs, &first);
-  for (Path path : {Path::kPortable, Path::kPairedFirst, Path::kPairedSecond}) {
+  const Status s0 = Decode(Path::kBest, stream, ptrs, &first);
+  for (Path path : kAllPaths) {
     std::vector<uint8_t> other(n);
     const Status st = Decode(path, stream, ptrs, &other);
     ASSERT_EQ(s0.code(), st.code()) << PathName(path) << ": " << s0.ToString() << " vs " << st.ToString();
@@ -445,25 +473,25 @@ TEST(Rans, TrailingBytesAndBadStatesAreErrors) {
   auto longer = stream;
   longer.push_back(0);
   longer.push_back(0);
-  Status st = Decode(Path::kAvx2, longer, ptrs, &out);
+  Status st = Decode(Path::kBest, longer, ptrs, &out);
   EXPECT_EQ(st.code(), StatusCode::kCorruptData);
   EXPECT_NE(st.message().find("left over"), std::string::npos) << st.message();
 
   auto low = stream;
   low[4 * 5 + 2] = low[4 * 5 + 3] = 0;  // lane 5's initial state below 2^16
-  st = Decode(Path::kAvx2, low, ptrs, &out);
+  st = Decode(Path::kBest, low, ptrs, &out);
   EXPECT_NE(st.message().find("initial state of lane 5"), std::string::npos) << st.message();
 
   // A different but valid initial state decodes to the end and is caught by the final-state check.
   auto shifted = stream;
   shifted[4 * 15] ^= 1;
-  st = Decode(Path::kAvx2, shifted, ptrs, &out);
+  st = Decode(Path::kBest, shifted, ptrs, &out);
   EXPECT_EQ(st.code(), StatusCode::kCorruptData);
 
   std::vector<uint8_t> none;
-  EXPECT_EQ(Decode(Path::kAvx2, none, ptrs, &out).code(), StatusCode::kCorruptData);
+  EXPECT_EQ(Decode(Path::kBest, none, ptrs, &out).code(), StatusCode::kCorruptData);
   std::vector<uint8_t> empty_out;
-  EXPECT_EQ(Decode(Path::kAvx2, stream, ptrs, &empty_out).code(), StatusCode::kCorruptData);
+  EXPECT_EQ(Decode(Path::kBest, stream, ptrs, &empty_out).code(), StatusCode::kCorruptData);
 }
 
 TEST(Rans, BitFlipsNeverCrashAndAllPathsAgree) {
@@ -501,39 +529,64 @@ TEST(Rans, GarbageNeverCrashesAndAllPathsAgree) {
   }
 }
 
-TEST(Rans, APairOfStreamsDecodesLikeTwoSingleStreams) {
-  // Unequal lengths and tables, so that one stream runs out of whole groups first; then each corrupt in
-  // turn: its error is the single decode's, and the other stream still decodes.
-  const auto a_symbols = LaplaceSymbols(49152, 3.0, 64, 51);
-  const auto b_symbols = LaplaceSymbols(20011, 0.7, 16, 52);
-  const auto a_models = ModelsFor(a_symbols, 192, 64);
-  const auto b_models = ModelsFor(b_symbols, 5, 16);
-  const auto a_ptrs = Pointers(a_models), b_ptrs = Pointers(b_models);
-  std::vector<uint8_t> a_stream, b_stream;
-  ASSERT_TRUE(RansEncode(a_symbols.data(), a_symbols.size(), a_ptrs.data(), 192, &a_stream).ok());
-  ASSERT_TRUE(RansEncode(b_symbols.data(), b_symbols.size(), b_ptrs.data(), 5, &b_stream).ok());
-  for (int corrupt = -1; corrupt < 2; ++corrupt) {
-    auto a_in = a_stream, b_in = b_stream;
-    if (corrupt == 0) a_in.resize(a_in.size() - 2);
-    if (corrupt == 1) b_in[4 * 3 + 3] = 0;  // lane 3's initial state below 2^16
-    std::vector<uint8_t> a_out(a_symbols.size()), b_out(b_symbols.size());
-    Status a_st, b_st;
-    RansDecodePair({a_in.data(), a_in.size(), a_ptrs.data(), 192, a_out.data(), a_out.size()},
-                   {b_in.data(), b_in.size(), b_ptrs.data(), 5, b_out.data(), b_out.size()}, &a_st, &b_st);
-    std::vector<uint8_t> a_single(a_symbols.size()), b_single(b_symbols.size());
-    const Status a_want = Decode(Path::kAvx2, a_in, a_ptrs, &a_single);
-    const Status b_want = Decode(Path::kAvx2, b_in, b_ptrs, &b_single);
-    EXPECT_EQ(a_st.ToString(), a_want.ToString()) << "corrupt " << corrupt;
-    EXPECT_EQ(b_st.ToString(), b_want.ToString()) << "corrupt " << corrupt;
-    EXPECT_EQ(a_st.ok(), corrupt != 0);
-    EXPECT_EQ(b_st.ok(), corrupt != 1);
-    if (a_st.ok()) {
-      EXPECT_EQ(a_out, a_symbols);
-    }
-    if (b_st.ok()) {
-      EXPECT_EQ(b_out, b_symbols);
+TEST(Rans, StreamsDecodedTogetherDecodeLikeSingleStreams) {
+  // Unequal lengths and tables, so that the streams run out of whole groups at different times; then
+  // each corrupt in turn: its error is the single decode's, and the others still decode. With every
+  // kernel, and with fewer streams than the kernels take at once.
+  const std::vector<size_t> lengths = {49152, 20011, 33000, 777};
+  const std::vector<size_t> periods = {192, 5, 64, 3};
+  std::vector<std::vector<uint8_t>> symbols, streams;
+  std::vector<std::vector<RansModel>> models;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    symbols.push_back(LaplaceSymbols(lengths[i], 0.7 + static_cast<double>(i), 64, 51 + static_cast<uint32_t>(i)));
+    models.push_back(ModelsFor(symbols[i], periods[i], 64));
+  }
+  std::vector<std::vector<const RansModel*>> ptrs;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    ptrs.push_back(Pointers(models[i]));
+    streams.emplace_back();
+    ASSERT_TRUE(RansEncode(symbols[i].data(), lengths[i], ptrs[i].data(), periods[i], &streams[i]).ok());
+  }
+  for (const char* disable : {static_cast<const char*>(nullptr), "KVSTREAM_DISABLE_AVX512", "KVSTREAM_DISABLE_AVX2"}) {
+    for (size_t n : {size_t{2}, size_t{3}, size_t{4}}) {
+      for (int corrupt = -1; corrupt < static_cast<int>(n); ++corrupt) {
+        SCOPED_TRACE(std::string(disable ? disable : "best kernel") + ", " + std::to_string(n) + " streams, corrupt " +
+                     std::to_string(corrupt));
+        auto in = streams;
+        if (corrupt >= 0 && corrupt % 2 == 0) in[corrupt].resize(in[corrupt].size() - 2);
+        if (corrupt >= 0 && corrupt % 2 == 1) {
+          in[corrupt][4 * 3 + 2] = in[corrupt][4 * 3 + 3] = 0;  // lane 3's initial state below 2^16
+        }
+        std::vector<std::vector<uint8_t>> out;
+        std::vector<RansDecodeJob> jobs;
+        for (size_t i = 0; i < n; ++i) out.emplace_back(lengths[i]);
+        for (size_t i = 0; i < n; ++i) {
+          jobs.push_back({in[i].data(), in[i].size(), ptrs[i].data(), periods[i], out[i].data(), lengths[i]});
+        }
+        std::vector<Status> st(n);
+        {
+          const ScopedEnv env(disable);
+          RansDecodeTogether(jobs.data(), n, st.data());
+        }
+        for (size_t i = 0; i < n; ++i) {
+          std::vector<uint8_t> single(lengths[i]);
+          const Status want = Decode(Path::kPortable, in[i], ptrs[i], &single);
+          EXPECT_EQ(st[i].ToString(), want.ToString()) << "stream " << i;
+          EXPECT_EQ(st[i].ok(), static_cast<int>(i) != corrupt) << "stream " << i;
+          if (st[i].ok()) {
+            EXPECT_EQ(out[i], symbols[i]) << "stream " << i;
+          }
+        }
+      }
     }
   }
+}
+
+TEST(Rans, TooManyStreamsTogetherAreRefused) {
+  std::vector<RansDecodeJob> jobs(kRansMaxTogether + 1);
+  std::vector<Status> st(jobs.size());
+  RansDecodeTogether(jobs.data(), jobs.size(), st.data());
+  for (const Status& s : st) EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
 }
 
 }  // namespace
