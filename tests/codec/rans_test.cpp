@@ -553,7 +553,7 @@ TEST(Rans, StreamsDecodedTogetherDecodeLikeSingleStreams) {
         SCOPED_TRACE(std::string(disable ? disable : "best kernel") + ", " + std::to_string(n) + " streams, corrupt " +
                      std::to_string(corrupt));
         auto in = streams;
-        if (corrupt >= 0 && corrupt % 2 == 0) in[corrupt].resize(in[corrupt].size() - 2);
+        if (corrupt >= 0 && corrupt % 2 == 0) in[corrupt].erase(in[corrupt].end() - 2, in[corrupt].end());
         if (corrupt >= 0 && corrupt % 2 == 1) {
           in[corrupt][4 * 3 + 2] = in[corrupt][4 * 3 + 3] = 0;  // lane 3's initial state below 2^16
         }
