@@ -76,20 +76,21 @@ bool ReadAll(int fd, void* data, size_t size, int timeout_ms) {
 // The receiving process of OurThroughput: keeps `window` receives posted (ids 0..total-1 in order, each
 // re-posted as its predecessor completes) and reports completions on `progress_fd`, every window/4 of
 // them and the last, so that the harness's own pipe and wakeups stay small next to the data plane's work.
+// Every receive lands in one buffer, as in ucx_perftest's receiver, so that both move the same bytes
+// through the same memory (with `window` buffers of 4 MiB the destinations outgrow the caches, and the
+// comparison measures the memory system instead of the data plane).
 [[noreturn]] void ThroughputReceiver(uint64_t size, int total, int window, int address_fd, int progress_fd) {
   int code = 1;
   {
     auto plane = DataPlane::Create();
     if (plane.ok()) {
-      std::vector<std::shared_ptr<std::vector<uint8_t>>> buffers;
-      for (int i = 0; i < window; ++i) buffers.push_back(std::make_shared<std::vector<uint8_t>>(size));
+      const auto buffer = std::make_shared<std::vector<uint8_t>>(size);
       std::mutex mu;
       std::condition_variable cv;
       int received = 0;
       bool failed = false;
       std::function<void(int)> post = [&](int i) {
-        auto& buf = buffers[i % window];
-        Status s = (*plane)->ExpectReceive(1 + i, buf->data(), size, Device::kHost, buf, [&, i](Status st, uint64_t, uint32_t) {
+        Status s = (*plane)->ExpectReceive(1 + i, buffer->data(), size, Device::kHost, buffer, [&, i](Status st, uint64_t, uint32_t) {
           if (i + window < total) post(i + window);
           std::lock_guard lock(mu);
           failed |= !st.ok();
