@@ -24,7 +24,7 @@ bool Avx2Enabled() {
 
 bool Avx512Enabled() {
 #if defined(__x86_64__) || defined(_M_X64)
-  static const bool cpu_has_avx512 = __builtin_cpu_supports("avx512f");
+  static const bool cpu_has_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
   return cpu_has_avx512 && Avx2Enabled() && !DisabledByEnvironment("KVSTREAM_DISABLE_AVX512");
 #else
   return false;

@@ -8,8 +8,8 @@ namespace kvstream::codec {
 // to run the portable kernels on the same machine).
 bool Avx2Enabled();
 
-// True when Avx2Enabled() and the CPU has AVX-512F, unless the environment sets KVSTREAM_DISABLE_AVX512=1
-// (tests use it to run the AVX2 kernels on an AVX-512 machine).
+// True when Avx2Enabled() and the CPU has AVX-512F and AVX-512BW, unless the environment sets
+// KVSTREAM_DISABLE_AVX512=1 (tests use it to run the AVX2 kernels on an AVX-512 machine).
 bool Avx512Enabled();
 
 }  // namespace kvstream::codec

@@ -1,7 +1,7 @@
 // AVX-512 rANS decoding: a group's 16 lanes are one vector of states, up to four streams at a time. Per
 // stream and group: one gather from the lanes' slot tables, the state update, and a renormalisation that
 // expands the stream's next 16-bit words into the lanes that need one, in lane order (exactly the scalar
-// order). Only AVX-512F instructions are used.
+// order). Only AVX-512F instructions are used (the dispatch asks for BW too, for the transform kernel).
 #include "codec/decompress/rans_group_kernels.h"
 
 #if defined(__x86_64__) || defined(_M_X64)

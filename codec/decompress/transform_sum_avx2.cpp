@@ -49,22 +49,14 @@ void Tile(const int16_t* q, int64_t kept, const int16_t* basis, int64_t cols, in
 
 }  // namespace
 
-void SumComponentsAvx2(const int16_t* q, int64_t rows, int64_t kept, const int16_t* basis, int64_t cols, int32_t* acc) {
+int64_t SumComponentsAvx2(const int16_t* q, int64_t rows, int64_t kept, const int16_t* basis, int64_t cols, int32_t* acc) {
   int64_t c = 0;
   for (; c + 16 <= cols; c += 16) {
     int64_t r = 0;
     for (; r + 4 <= rows; r += 4) Tile<4>(q, kept, basis, cols, acc, r, c);
     for (; r < rows; ++r) Tile<1>(q, kept, basis, cols, acc, r, c);
   }
-  // Channel counts that are not a multiple of 16 (head_dim 8, ...): the last columns one by one.
-  const int64_t stride = WeightStride(kept);
-  for (; c < cols; ++c) {
-    for (int64_t r = 0; r < rows; ++r) {
-      int32_t sum = 0;
-      for (int64_t j = 0; j < kept; ++j) sum += int32_t{q[r * stride + j]} * basis[j * cols + c];
-      acc[r * cols + c] = sum;
-    }
-  }
+  return c;
 }
 
 }  // namespace kvstream::codec

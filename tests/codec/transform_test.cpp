@@ -51,12 +51,17 @@ const Profile& TransformProfile() {
   return profile;
 }
 
-// Runs `f` with the portable kernels (KVSTREAM_DISABLE_AVX2=1), then restores the environment.
+// Runs `f` with the kernels that `variable` disables turned off (KVSTREAM_DISABLE_AVX2: the portable
+// kernels; KVSTREAM_DISABLE_AVX512: the AVX2 ones on an AVX-512 CPU), then restores the environment.
+template <typename F>
+void WithKernelsDisabled(const char* variable, F&& f) {
+  setenv(variable, "1", 1);
+  f();
+  unsetenv(variable);
+}
 template <typename F>
 void WithPortableKernels(F&& f) {
-  setenv("KVSTREAM_DISABLE_AVX2", "1", 1);
-  f();
-  unsetenv("KVSTREAM_DISABLE_AVX2");
+  WithKernelsDisabled("KVSTREAM_DISABLE_AVX2", f);
 }
 
 TEST(SymmetricEigen, FindsOrthonormalEigenvectorsByFallingValue) {
@@ -153,13 +158,13 @@ TEST(MultiplyRows, BothKernelsSumInOrderWithFusedMultiplyAdds) {
   }
 }
 
-TEST(SumComponents, BothKernelsGiveTheExactIntegerSums) {
+TEST(SumComponents, EveryKernelGivesTheExactIntegerSums) {
   std::mt19937 rng(13);
   std::uniform_int_distribution<int> basis_value(-16384, 16384), weight(-127, 127);
   struct Shape {
     int rows, kept, cols;
   };
-  for (const Shape& shape : {Shape{1, 1, 16}, {3, 7, 16}, {5, 192, 192}, {6, 33, 40}, {2, 0, 32}, {9, 190, 8}}) {
+  for (const Shape& shape : {Shape{1, 1, 16}, {3, 7, 16}, {5, 192, 192}, {6, 33, 40}, {2, 0, 32}, {9, 190, 8}, {7, 65, 48}}) {
     SCOPED_TRACE(std::to_string(shape.rows) + "x" + std::to_string(shape.kept) + "x" + std::to_string(shape.cols));
     const int64_t stride = codec::WeightStride(shape.kept);
     std::vector<int16_t> q(static_cast<size_t>(shape.rows * stride), 0), basis(static_cast<size_t>(shape.kept * shape.cols));
@@ -168,14 +173,17 @@ TEST(SumComponents, BothKernelsGiveTheExactIntegerSums) {
     if (!q.empty()) q[0] = 127;
     for (int16_t& b : basis) b = static_cast<int16_t>(basis_value(rng));
     if (!basis.empty()) basis[0] = 16384;
-    std::vector<int32_t> fast(static_cast<size_t>(shape.rows * shape.cols)), portable(fast.size());
+    std::vector<int32_t> fast(static_cast<size_t>(shape.rows * shape.cols)), avx2(fast.size()), portable(fast.size());
     codec::SumComponents(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, fast.data());
+    WithKernelsDisabled("KVSTREAM_DISABLE_AVX512",
+                        [&] { codec::SumComponents(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, avx2.data()); });
     WithPortableKernels([&] { codec::SumComponents(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, portable.data()); });
     for (int r = 0; r < shape.rows; ++r) {
       for (int c = 0; c < shape.cols; ++c) {
         int64_t want = 0;
         for (int j = 0; j < shape.kept; ++j) want += int64_t{q[r * stride + j]} * basis[j * shape.cols + c];
         ASSERT_EQ(fast[r * shape.cols + c], want) << r << "," << c;
+        ASSERT_EQ(avx2[r * shape.cols + c], want) << r << "," << c;
         ASSERT_EQ(portable[r * shape.cols + c], want) << r << "," << c;
       }
     }
@@ -433,15 +441,18 @@ TEST(TransformChunk, DecoderReproducesTheNormativeReconstruction) {
       }
       EXPECT_EQ(next_escape, coded.escapes.size());
     }
-    // The portable kernels decode the same bits; fp16 output is the fp32 output rounded once.
-    Kv2 portable;
+    // The AVX2 and portable kernels decode the same bits; fp16 output is the fp32 output rounded once.
+    Kv2 portable, avx2;
     WithPortableKernels([&] { portable = Decode(bytes); });
+    WithKernelsDisabled("KVSTREAM_DISABLE_AVX512", [&] { avx2 = Decode(bytes); });
     const Kv2 half = Decode(bytes, DType::kF16);
     for (int layer = 0; layer < L; ++layer) {
       for (int64_t t = 0; t < T; ++t) {
         for (int64_t c = 0; c < C; ++c) {
           ASSERT_EQ(portable.k.bits(layer, t, c), out.k.bits(layer, t, c));
           ASSERT_EQ(portable.v.bits(layer, t, c), out.v.bits(layer, t, c));
+          ASSERT_EQ(avx2.k.bits(layer, t, c), out.k.bits(layer, t, c));
+          ASSERT_EQ(avx2.v.bits(layer, t, c), out.v.bits(layer, t, c));
           ASSERT_EQ(half.k.bits(layer, t, c), FloatToHalf(out.k.at(layer, t, c)));
         }
       }
