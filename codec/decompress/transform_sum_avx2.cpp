@@ -1,62 +1,35 @@
-// SumComponents with AVX2 (compiled with -mavx2): the weights go in pairs through vpmaddwd, which
-// multiplies 16 int16 pairs and adds each pair into an int32 lane. The basis rows j and j+1 are
-// interleaved on the fly (vpunpck{l,h}wd), so the profile keeps the plain row-per-component layout. Tiles
-// of 4 rows x 16 columns keep eight accumulators in registers; columns go outermost, so that the basis
-// slice a tile reads (kept x 16 int16) stays in L1 while every row passes. Integer sums are exact, so the
-// order of the additions does not matter.
+// SumComponents with AVX2 (compiled with -mavx2): the shared tiles (transform_sum_tiles.h) on 256-bit
+// vectors, 16 columns per tile.
 #include "codec/decompress/transform_sum.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
 
-#include <cstring>
+#include "codec/decompress/transform_sum_tiles.h"
 
 namespace kvstream::codec {
 namespace {
 
-int32_t PairAt(const int16_t* q) {
-  int32_t pair;
-  std::memcpy(&pair, q, 4);
-  return pair;
-}
-
-// Rows [r, r + kRows), columns [c, c + 16).
-template <int kRows>
-void Tile(const int16_t* q, int64_t kept, const int16_t* basis, int64_t cols, int32_t* acc, int64_t r, int64_t c) {
-  const int64_t stride = WeightStride(kept);
-  __m256i lo_sum[kRows], hi_sum[kRows];
-  for (int i = 0; i < kRows; ++i) lo_sum[i] = hi_sum[i] = _mm256_setzero_si256();
-  const int16_t* qr = q + r * stride;
-  for (int64_t k = 0; k < kept; k += 2) {
-    const __m256i first = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(basis + k * cols + c));
-    const __m256i second = k + 1 < kept ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(basis + (k + 1) * cols + c))
-                                        : _mm256_setzero_si256();
-    // lo: columns c+0..3 and c+8..11 as (B[k], B[k+1]) pairs; hi: c+4..7 and c+12..15.
-    const __m256i lo = _mm256_unpacklo_epi16(first, second);
-    const __m256i hi = _mm256_unpackhi_epi16(first, second);
-    for (int i = 0; i < kRows; ++i) {
-      const __m256i w = _mm256_set1_epi32(PairAt(qr + i * stride + k));
-      lo_sum[i] = _mm256_add_epi32(lo_sum[i], _mm256_madd_epi16(lo, w));
-      hi_sum[i] = _mm256_add_epi32(hi_sum[i], _mm256_madd_epi16(hi, w));
-    }
+struct Avx2Ops {
+  using Vec = __m256i;
+  static constexpr int64_t kColumns = 16;
+  static Vec Zero() { return _mm256_setzero_si256(); }
+  static Vec Load(const int16_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static Vec UnpackLo(Vec a, Vec b) { return _mm256_unpacklo_epi16(a, b); }
+  static Vec UnpackHi(Vec a, Vec b) { return _mm256_unpackhi_epi16(a, b); }
+  static Vec Broadcast(int32_t pair) { return _mm256_set1_epi32(pair); }
+  static Vec MaddAdd(Vec sum, Vec a, Vec b) { return _mm256_add_epi32(sum, _mm256_madd_epi16(a, b)); }
+  // In 128-bit lane L, lo holds the sums of columns 8L+0..3 and hi those of 8L+4..7.
+  static void Store(Vec lo, Vec hi, int32_t* out) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permute2x128_si256(lo, hi, 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
   }
-  for (int i = 0; i < kRows; ++i) {
-    int32_t* out = acc + (r + i) * cols + c;
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permute2x128_si256(lo_sum[i], hi_sum[i], 0x20));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8), _mm256_permute2x128_si256(lo_sum[i], hi_sum[i], 0x31));
-  }
-}
+};
 
 }  // namespace
 
 int64_t SumComponentsAvx2(const int16_t* q, int64_t rows, int64_t kept, const int16_t* basis, int64_t cols, int32_t* acc) {
-  int64_t c = 0;
-  for (; c + 16 <= cols; c += 16) {
-    int64_t r = 0;
-    for (; r + 4 <= rows; r += 4) Tile<4>(q, kept, basis, cols, acc, r, c);
-    for (; r < rows; ++r) Tile<1>(q, kept, basis, cols, acc, r, c);
-  }
-  return c;
+  return SumTiledColumns<Avx2Ops>(q, rows, kept, basis, cols, acc);
 }
 
 }  // namespace kvstream::codec
