@@ -400,9 +400,9 @@ Status DecodeChunk(const uint8_t* data, size_t size, const DecodeOptions& option
       rope.emplace(options.profile->data().transform.rope, info.token_begin, info.tokens);
     }
     // Segment 2l holds layer l's keys and 2l + 1 its values (the container reader checked the order). A
-    // task takes as many layers as the rANS kernel decodes streams together (over two: keys and values).
+    // task takes whole layers: as many segments as the rANS kernel decodes together, one layer at least.
     const size_t segments = info.segments.size();
-    const size_t per_task = std::max<size_t>(2, codec::RansStreamsDecodedTogether() / 2 * 2);
+    const size_t per_task = std::max<size_t>(2, codec::RansStreamsDecodedTogether());
     return codec::RunParallel((segments + per_task - 1) / per_task, options.threads, options.parallel_for,
                               [&](size_t task) -> Status {
       std::optional<SegmentDecoder> decoders[codec::kRansMaxTogether];
