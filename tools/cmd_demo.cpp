@@ -114,7 +114,9 @@ Status RunDemo(const Args& args) {
               "quality is worth its time on the link. Until the first chunks are measured the estimate is a %g Mbit/s\n"
               "prior, so the first chunks may go smaller than the rest.%s\n",
               adaptive_levels.c_str(), deadline_ms, adaptive_options.drop_factor, adaptive_options.prior_bandwidth_bps / 1e6,
-              so.profile ? "" : " Without --profile the levels' qualities are unknown and ranked by size.");
+              so.profile ? ""
+                         : "\nWithout --profile the levels' qualities are unknown: it assumes each halving of a level's bytes\n"
+                           "costs the same step of quality (docs/scheduler.md, \"Levels of unknown quality\").");
   return Status::Ok();
 }
 
