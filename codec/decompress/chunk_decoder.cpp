@@ -97,7 +97,7 @@ class SegmentDecoder {
       : info_(info), profile_(profile), seg_(seg), out_(out), rope_(rope),
         in_(chunk + seg.offset, seg.size, codec::SegmentName(seg)) {}
 
-  // An fp16 or int8 segment (lossy ones go by layer, in RunLossyPair).
+  // An fp16 or int8 segment (lossy ones go by layers, in RunLossy).
   Status RunPassthrough() { return info_.level == kLevelFp16 ? Fp16() : Int8(); }
 
   // Lossy segments (a layer's or two layers' keys and values): all parsed, their rANS streams decoded
