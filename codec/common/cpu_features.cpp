@@ -31,4 +31,13 @@ bool Avx512Enabled() {
 #endif
 }
 
+bool Avx512VnniEnabled() {
+#if defined(__x86_64__) || defined(_M_X64)
+  static const bool cpu_has_vnni = __builtin_cpu_supports("avx512vnni");
+  return cpu_has_vnni && Avx512Enabled();
+#else
+  return false;
+#endif
+}
+
 }  // namespace kvstream::codec

@@ -1,4 +1,4 @@
-// Which SIMD kernels this CPU runs. Every *_avx2.cpp and *_avx512.cpp kernel gives the same results as its
+// Which SIMD kernels this CPU runs. Every *_avx2.cpp, *_avx512.cpp and *_avx512vnni.cpp kernel gives the same results as its
 // portable twin.
 #pragma once
 
@@ -11,5 +11,8 @@ bool Avx2Enabled();
 // True when Avx2Enabled() and the CPU has AVX-512F and AVX-512BW, unless the environment sets
 // KVSTREAM_DISABLE_AVX512=1 (tests use it to run the AVX2 kernels on an AVX-512 machine).
 bool Avx512Enabled();
+
+// True when Avx512Enabled() and the CPU has AVX-512 VNNI (the transform's integer sums use vpdpwssd).
+bool Avx512VnniEnabled();
 
 }  // namespace kvstream::codec

@@ -9,6 +9,7 @@ namespace kvstream::codec {
 
 void MultiplyRows(const float* a, int64_t rows, int64_t inner, const float* b, int64_t cols, float* out) {
 #if defined(__x86_64__) || defined(_M_X64)
+  if (Avx512Enabled()) return MultiplyRowsAvx512(a, rows, inner, b, cols, out);
   if (Avx2Enabled()) return MultiplyRowsAvx2(a, rows, inner, b, cols, out);
 #endif
   for (int64_t r = 0; r < rows; ++r) {

@@ -29,7 +29,9 @@ void SumColumnsPortable(const int16_t* q, int64_t rows, int64_t kept, const int1
 void SumComponents(const int16_t* q, int64_t rows, int64_t kept, const int16_t* basis, int64_t cols, int32_t* acc) {
   int64_t done = 0;
 #if defined(__x86_64__) || defined(_M_X64)
-  if (Avx512Enabled()) {
+  if (Avx512VnniEnabled()) {
+    done = SumComponentsAvx512Vnni(q, rows, kept, basis, cols, acc);
+  } else if (Avx512Enabled()) {
     done = SumComponentsAvx512(q, rows, kept, basis, cols, acc);
   } else if (Avx2Enabled()) {
     done = SumComponentsAvx2(q, rows, kept, basis, cols, acc);

@@ -1,5 +1,5 @@
 // The transform scheme's reconstruction sums (quantizer.h): each coded row's integer weights against the
-// profile's int16 basis, exact in int32, so the AVX-512, AVX2 and portable kernels (and any other decoder)
+// profile's int16 basis, exact in int32, so the AVX-512 (VNNI or not), AVX2 and portable kernels (and any other decoder)
 // agree.
 #pragma once
 
@@ -12,11 +12,13 @@ namespace kvstream::codec {
 // the weights in pairs). Needs |q| <= kMaxAbsQ, |basis| <= 2^kBasisScaleBits, kept <= kMaxTransformChannels.
 void SumComponents(const int16_t* q, int64_t rows, int64_t kept, const int16_t* basis, int64_t cols, int32_t* acc);
 
-// The vector kernels (transform_sum_avx2.cpp, transform_sum_avx512.cpp); call SumComponents instead. Each
-// computes the columns [0, n) for the largest n <= cols that is a multiple of its tile width (16 and 32
-// columns) and returns n.
+// The vector kernels (transform_sum_avx2.cpp, transform_sum_avx512.cpp, transform_sum_avx512vnni.cpp);
+// call SumComponents instead. Each computes the columns [0, n) for the largest n <= cols that is a
+// multiple of its tile width (16, 32 and 32 columns) and returns n.
 int64_t SumComponentsAvx2(const int16_t* q, int64_t rows, int64_t kept, const int16_t* basis, int64_t cols, int32_t* acc);
 int64_t SumComponentsAvx512(const int16_t* q, int64_t rows, int64_t kept, const int16_t* basis, int64_t cols, int32_t* acc);
+int64_t SumComponentsAvx512Vnni(const int16_t* q, int64_t rows, int64_t kept, const int16_t* basis, int64_t cols,
+                                int32_t* acc);
 
 inline int64_t WeightStride(int64_t kept) { return kept + (kept & 1); }
 

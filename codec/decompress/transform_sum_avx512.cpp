@@ -3,31 +3,10 @@
 #include "codec/decompress/transform_sum.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
-#include <immintrin.h>
-
+#include "codec/decompress/transform_sum_avx512_ops.h"
 #include "codec/decompress/transform_sum_tiles.h"
 
 namespace kvstream::codec {
-namespace {
-
-struct Avx512Ops {
-  using Vec = __m512i;
-  static constexpr int64_t kColumns = 32;
-  static Vec Zero() { return _mm512_setzero_si512(); }
-  static Vec Load(const int16_t* p) { return _mm512_loadu_si512(p); }
-  static Vec UnpackLo(Vec a, Vec b) { return _mm512_unpacklo_epi16(a, b); }
-  static Vec UnpackHi(Vec a, Vec b) { return _mm512_unpackhi_epi16(a, b); }
-  static Vec Broadcast(int32_t pair) { return _mm512_set1_epi32(pair); }
-  static Vec MaddAdd(Vec sum, Vec a, Vec b) { return _mm512_add_epi32(sum, _mm512_madd_epi16(a, b)); }
-  // In 128-bit lane L, lo holds the sums of columns 8L+0..3 and hi those of 8L+4..7: the 64-bit halves
-  // go lo lane 0, hi lane 0, lo lane 1, ... (indices 8 and up pick from hi).
-  static void Store(Vec lo, Vec hi, int32_t* out) {
-    _mm512_storeu_si512(out, _mm512_permutex2var_epi64(lo, _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), hi));
-    _mm512_storeu_si512(out + 16, _mm512_permutex2var_epi64(lo, _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15), hi));
-  }
-};
-
-}  // namespace
 
 int64_t SumComponentsAvx512(const int16_t* q, int64_t rows, int64_t kept, const int16_t* basis, int64_t cols, int32_t* acc) {
   return SumTiledColumns<Avx512Ops>(q, rows, kept, basis, cols, acc);

@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 
+#include "codec/common/cpu_features.h"
 #include "codec/common/key_rotation.h"
 #include "codec/compress/matrix_rows.h"
 #include "codec/common/profile_data.h"
@@ -126,14 +128,17 @@ TEST(RopeTable, RotatesTheModelsPairsAndUndoesItself) {
   EXPECT_EQ(row, before);
 }
 
-TEST(MultiplyRows, BothKernelsSumInOrderWithFusedMultiplyAdds) {
+TEST(MultiplyRows, EveryKernelSumsInOrderWithFusedMultiplyAdds) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1, 1);
   std::uniform_int_distribution<int> q(-3, 3);
   struct Shape {
     int rows, inner, cols;
   };
-  for (const Shape& shape : {Shape{1, 1, 1}, {3, 7, 9}, {5, 192, 192}, {4, 33, 71}, {2, 190, 130}}) {
+  // Shapes that reach every tile of the vector kernels: 8, 4 and 1 rows (AVX-512), full and masked
+  // column tails.
+  for (const Shape& shape : {Shape{1, 1, 1}, {3, 7, 9}, {5, 192, 192}, {4, 33, 71}, {2, 190, 130}, {13, 50, 50},
+                             {19, 192, 187}}) {
     const int rows = shape.rows, inner = shape.inner, cols = shape.cols;
     SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(inner) + "x" + std::to_string(cols));
     std::vector<float> a(static_cast<size_t>(rows * inner)), b(static_cast<size_t>(inner * cols));
@@ -148,11 +153,13 @@ TEST(MultiplyRows, BothKernelsSumInOrderWithFusedMultiplyAdds) {
         reference[r * cols + c] = acc;
       }
     }
-    std::vector<float> fast(reference.size()), portable(reference.size());
+    std::vector<float> fast(reference.size()), avx2(reference.size()), portable(reference.size());
     codec::MultiplyRows(a.data(), rows, inner, b.data(), cols, fast.data());
+    WithKernelsDisabled("KVSTREAM_DISABLE_AVX512", [&] { codec::MultiplyRows(a.data(), rows, inner, b.data(), cols, avx2.data()); });
     WithPortableKernels([&] { codec::MultiplyRows(a.data(), rows, inner, b.data(), cols, portable.data()); });
     for (size_t i = 0; i < reference.size(); ++i) {
       ASSERT_EQ(FloatBits(fast[i]), FloatBits(reference[i])) << i;
+      ASSERT_EQ(FloatBits(avx2[i]), FloatBits(reference[i])) << i;
       ASSERT_EQ(FloatBits(portable[i]), FloatBits(reference[i])) << i;
     }
   }
@@ -173,18 +180,42 @@ TEST(SumComponents, EveryKernelGivesTheExactIntegerSums) {
     if (!q.empty()) q[0] = 127;
     for (int16_t& b : basis) b = static_cast<int16_t>(basis_value(rng));
     if (!basis.empty()) basis[0] = 16384;
-    std::vector<int32_t> fast(static_cast<size_t>(shape.rows * shape.cols)), avx2(fast.size()), portable(fast.size());
-    codec::SumComponents(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, fast.data());
-    WithKernelsDisabled("KVSTREAM_DISABLE_AVX512",
-                        [&] { codec::SumComponents(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, avx2.data()); });
-    WithPortableKernels([&] { codec::SumComponents(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, portable.data()); });
-    for (int r = 0; r < shape.rows; ++r) {
-      for (int c = 0; c < shape.cols; ++c) {
-        int64_t want = 0;
-        for (int j = 0; j < shape.kept; ++j) want += int64_t{q[r * stride + j]} * basis[j * shape.cols + c];
-        ASSERT_EQ(fast[r * shape.cols + c], want) << r << "," << c;
-        ASSERT_EQ(avx2[r * shape.cols + c], want) << r << "," << c;
-        ASSERT_EQ(portable[r * shape.cols + c], want) << r << "," << c;
+    const size_t n = static_cast<size_t>(shape.rows * shape.cols);
+    // Each run gives the sums of the columns [0, columns); SumComponents covers them all.
+    struct Run {
+      std::string kernel;
+      std::vector<int32_t> sums;
+      int64_t columns;
+    };
+    std::vector<Run> runs;
+    auto sum_components = [&](const std::string& kernel) {
+      std::vector<int32_t> sums(n);
+      codec::SumComponents(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, sums.data());
+      runs.push_back({kernel, std::move(sums), shape.cols});
+    };
+    sum_components("best");
+    WithKernelsDisabled("KVSTREAM_DISABLE_AVX512", [&] { sum_components("AVX2 or portable"); });
+    WithPortableKernels([&] { sum_components("portable"); });
+    // The AVX-512 kernels one by one where the CPU runs them (the best one hides the other).
+    if (codec::Avx512Enabled()) {
+      std::vector<int32_t> sums(n);
+      const int64_t columns = codec::SumComponentsAvx512(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, sums.data());
+      runs.push_back({"AVX-512", std::move(sums), columns});
+    }
+    if (codec::Avx512VnniEnabled()) {
+      std::vector<int32_t> sums(n);
+      const int64_t columns =
+          codec::SumComponentsAvx512Vnni(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, sums.data());
+      runs.push_back({"AVX-512 VNNI", std::move(sums), columns});
+    }
+    for (const Run& run : runs) {
+      SCOPED_TRACE(run.kernel);
+      for (int r = 0; r < shape.rows; ++r) {
+        for (int c = 0; c < run.columns; ++c) {
+          int64_t want = 0;
+          for (int j = 0; j < shape.kept; ++j) want += int64_t{q[r * stride + j]} * basis[j * shape.cols + c];
+          ASSERT_EQ(run.sums[r * shape.cols + c], want) << r << "," << c;
+        }
       }
     }
   }
