@@ -267,6 +267,21 @@ codec::RopeTable RopeOf(const KvBasisOptions& o, int positions) {
   return codec::RopeTable(RopeSpec{o.head_dim, o.rope_theta, o.rope_layout}, 0, positions);
 }
 
+// S_l of a (K/V, layer) of the stored (RoPE'd) cache over positions [first, tokens): the RMS over channels
+// of the channel stds, the step unit of every scheme here (so that the same alpha means the same step).
+double StoredRms(const KvCache& cache, int kv, int l, int first) {
+  const int C = cache.kv_dim;
+  std::vector<double> s1(static_cast<size_t>(C), 0), s2(static_cast<size_t>(C), 0);
+  for (int t = first; t < cache.tokens; ++t) {
+    const float* x = Row(cache, kv, l, t);
+    for (int c = 0; c < C; ++c) s1[c] += x[c], s2[c] += double{x[c]} * x[c];
+  }
+  const double n = cache.tokens - first;
+  double variance = 0;
+  for (int c = 0; c < C; ++c) variance += std::max(0.0, s2[c] / n - (s1[c] / n) * (s1[c] / n));
+  return std::sqrt(variance / C);
+}
+
 class TransformCodingScheme final : public RdScheme {
  public:
   TransformCodingScheme(TransformCodingOptions o, const KvBasis& basis) : o_(std::move(o)), b_(basis) {}
@@ -338,6 +353,253 @@ class TransformCodingScheme final : public RdScheme {
   const KvBasis& b_;
 };
 
+// ---- Cross-layer prediction + transform coding ----
+// Solves (A + ridge * mean(diag A) * I) X = B for X, A n x n symmetric positive semi-definite (row-major,
+// upper triangle used), B n x m, by Cholesky; false if A is not positive definite even with the ridge.
+bool SolveRidge(std::vector<double> a, int n, const std::vector<double>& b, int m, double ridge, std::vector<double>* x) {
+  double mean_diag = 0;
+  for (int i = 0; i < n; ++i) mean_diag += a[static_cast<size_t>(i) * n + i];
+  mean_diag /= n;
+  for (int i = 0; i < n; ++i) a[static_cast<size_t>(i) * n + i] += ridge * mean_diag;
+  // A = R^T R, R upper triangular, in place.
+  for (int i = 0; i < n; ++i) {
+    for (int j = i; j < n; ++j) {
+      double sum = a[static_cast<size_t>(i) * n + j];
+      for (int k = 0; k < i; ++k) sum -= a[static_cast<size_t>(k) * n + i] * a[static_cast<size_t>(k) * n + j];
+      if (i == j) {
+        if (!(sum > 0)) return false;
+        a[static_cast<size_t>(i) * n + i] = std::sqrt(sum);
+      } else {
+        a[static_cast<size_t>(i) * n + j] = sum / a[static_cast<size_t>(i) * n + i];
+      }
+    }
+  }
+  *x = b;
+  for (int c = 0; c < m; ++c) {
+    for (int i = 0; i < n; ++i) {  // R^T z = b
+      double sum = (*x)[static_cast<size_t>(i) * m + c];
+      for (int k = 0; k < i; ++k) sum -= a[static_cast<size_t>(k) * n + i] * (*x)[static_cast<size_t>(k) * m + c];
+      (*x)[static_cast<size_t>(i) * m + c] = sum / a[static_cast<size_t>(i) * n + i];
+    }
+    for (int i = n - 1; i >= 0; --i) {  // R x = z
+      double sum = (*x)[static_cast<size_t>(i) * m + c];
+      for (int k = i + 1; k < n; ++k) sum -= a[static_cast<size_t>(i) * n + k] * (*x)[static_cast<size_t>(k) * m + c];
+      (*x)[static_cast<size_t>(i) * m + c] = sum / a[static_cast<size_t>(i) * n + i];
+    }
+  }
+  return true;
+}
+
+class PredictiveCodingScheme final : public RdScheme {
+ public:
+  explicit PredictiveCodingScheme(PredictiveCodingOptions o) : o_(std::move(o)) {}
+  std::string name() const override { return o_.label; }
+  std::string params() const override {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "ka=%.3g va=%.3g prev=%d vk=%d ridge=%g sink=%d", o_.key_alpha, o_.value_alpha,
+                  o_.from_previous_layer ? 1 : 0, o_.values_from_keys ? 1 : 0, o_.ridge, o_.sink_tokens);
+    return buf;
+  }
+  int tables(int layers, int channels) const override { return 2 * layers * channels; }
+
+  Status Calibrate(const KvCache& cal) override {
+    const int L = cal.layers, C = cal.kv_dim, T = cal.tokens, sinks = std::min(o_.sink_tokens, T);
+    if (T - sinks < 4 * C) {
+      return Status::InvalidArgument("predictive coding: calibration has " + std::to_string(T) + " tokens; needs at least " +
+                                     std::to_string(sinks + 4 * C));
+    }
+    layers_ = L;
+    channels_ = C;
+    slices_.assign(static_cast<size_t>(2 * L), Slice{});
+    const codec::RopeTable rope = RopeOf(o_.rope, T);
+    Reconstruction recon = Derotated(cal, rope, sinks);
+    std::vector<float> inputs;
+    for (int l = 0; l < L; ++l) {
+      for (int kv = 0; kv < 2; ++kv) {
+        Slice& s = slices_[static_cast<size_t>(2 * l + kv)];
+        s.inputs = InputCount(l, kv);
+        const int n = s.inputs + 1;  // the bias's constant input last
+        s.step = static_cast<float>((kv == 0 ? o_.key_alpha : o_.value_alpha) * StoredRms(cal, kv, l, sinks));
+        // Least squares over the calibration rows, inputs from the closed-loop reconstruction.
+        std::vector<double> a(static_cast<size_t>(n) * n, 0), b(static_cast<size_t>(n) * C, 0);
+        std::vector<double> f(static_cast<size_t>(n));
+        for (int t = sinks; t < T; ++t) {
+          Inputs(recon, l, kv, t, &inputs);
+          for (int i = 0; i < s.inputs; ++i) f[i] = inputs[i];
+          f[s.inputs] = 1;
+          const float* y = recon.target[kv].data() + (static_cast<size_t>(l) * T + t) * C;
+          for (int i = 0; i < n; ++i) {
+            for (int j = i; j < n; ++j) a[static_cast<size_t>(i) * n + j] += f[i] * f[j];
+            for (int c = 0; c < C; ++c) b[static_cast<size_t>(i) * C + c] += f[i] * y[c];
+          }
+        }
+        for (int i = 0; i < n; ++i)
+          for (int j = 0; j < i; ++j) a[static_cast<size_t>(i) * n + j] = a[static_cast<size_t>(j) * n + i];
+        std::vector<double> w;
+        if (!SolveRidge(std::move(a), n, b, C, o_.ridge, &w)) {
+          return Status::Internal("predictive coding: normal equations of layer " + std::to_string(l) + " not positive definite");
+        }
+        s.weights.assign(w.begin(), w.end());
+        // PCA of the residual.
+        std::vector<double> s1(C, 0), cov(static_cast<size_t>(C) * C, 0);
+        std::vector<float> r(static_cast<size_t>(C));
+        for (int t = sinks; t < T; ++t) {
+          Residual(s, recon, l, kv, t, &inputs, r.data());
+          for (int i = 0; i < C; ++i) {
+            s1[i] += r[i];
+            for (int j = i; j < C; ++j) cov[static_cast<size_t>(i) * C + j] += double{r[i]} * r[j];
+          }
+        }
+        const double m = T - sinks;
+        s.mean.resize(static_cast<size_t>(C));
+        for (int i = 0; i < C; ++i) {
+          s.mean[i] = static_cast<float>(s1[i] / m);
+          for (int j = i; j < C; ++j) {
+            cov[static_cast<size_t>(i) * C + j] = cov[static_cast<size_t>(j) * C + i] =
+                cov[static_cast<size_t>(i) * C + j] / m - (s1[i] / m) * (s1[j] / m);
+          }
+        }
+        const codec::Eigen eigen = codec::SymmetricEigen(std::move(cov), C);
+        s.basis.assign(eigen.vectors.begin(), eigen.vectors.end());
+        s.kept.clear();
+        for (int j = 0; j < C; ++j) {
+          if (eigen.values[static_cast<size_t>(j)] > double{s.step} * s.step / 12) s.kept.push_back(j);
+        }
+        // Code the calibration rows of this slice, so that the next slices see their reconstruction.
+        CodeRows(s, recon, l, kv, sinks, nullptr);
+      }
+    }
+    return Status::Ok();
+  }
+
+  double Quantise(KvCache& cache, SymbolSink& sink) const override {
+    const int L = cache.layers, C = cache.kv_dim, T = cache.tokens, sinks = std::min(o_.sink_tokens, T);
+    const codec::RopeTable rope = RopeOf(o_.rope, T);
+    Reconstruction recon = Derotated(cache, rope, sinks);
+    for (int l = 0; l < L; ++l) {
+      for (int kv = 0; kv < 2; ++kv) {
+        CodeRows(slices_[static_cast<size_t>(2 * l + kv)], recon, l, kv, sinks, &sink);
+        for (int t = 0; t < T; ++t) {
+          float* x = Row(cache, kv, l, t);
+          if (t < sinks) {
+            for (int c = 0; c < C; ++c) x[c] = HalfToFloat(FloatToHalf(x[c]));
+            continue;
+          }
+          const float* y = recon.rows[kv].data() + (static_cast<size_t>(l) * T + t) * C;
+          std::copy(y, y + C, x);
+          if (kv == 0) rope.Rotate(x, t, C);
+        }
+      }
+    }
+    return 2.0 * 16 * L * sinks * C;
+  }
+
+ private:
+  struct Slice {
+    int inputs = 0;
+    std::vector<float> weights;  // (inputs + 1) x C; the last row is the bias
+    std::vector<float> mean;     // of the residual
+    std::vector<float> basis;    // C x C, row j = component j (falling variance)
+    std::vector<int> kept;
+    float step = 0;
+  };
+  // Per K/V, [layers][tokens][channels] in the de-rotated domain: the rows to code (target) and their
+  // reconstruction so far (rows; the sink positions are their fp16 values from the start).
+  struct Reconstruction {
+    int tokens = 0, channels = 0;
+    std::vector<float> target[2], rows[2];
+  };
+
+  Reconstruction Derotated(const KvCache& cache, const codec::RopeTable& rope, int sinks) const {
+    const int L = cache.layers, C = cache.kv_dim, T = cache.tokens;
+    Reconstruction r;
+    r.tokens = T;
+    r.channels = C;
+    for (int kv = 0; kv < 2; ++kv) {
+      r.target[kv].resize(static_cast<size_t>(L) * T * C);
+      r.rows[kv].assign(static_cast<size_t>(L) * T * C, 0.0f);
+      for (int l = 0; l < L; ++l) {
+        for (int t = 0; t < T; ++t) {
+          const float* x = Row(cache, kv, l, t);
+          float* y = r.target[kv].data() + (static_cast<size_t>(l) * T + t) * C;
+          float* out = r.rows[kv].data() + (static_cast<size_t>(l) * T + t) * C;
+          if (t < sinks) {
+            for (int c = 0; c < C; ++c) out[c] = HalfToFloat(FloatToHalf(x[c]));
+            if (kv == 0) rope.Unrotate(out, t, C);
+          }
+          std::copy(x, x + C, y);
+          if (kv == 0) rope.Unrotate(y, t, C);
+        }
+      }
+    }
+    return r;
+  }
+
+  int InputCount(int l, int kv) const {
+    int n = 0;
+    if (o_.from_previous_layer && l > 0) n += 2 * channels_;
+    if (o_.values_from_keys && kv == 1) n += channels_;
+    return n;
+  }
+
+  void Inputs(const Reconstruction& r, int l, int kv, int t, std::vector<float>* out) const {
+    const int C = r.channels, T = r.tokens;
+    out->clear();
+    auto append = [&](int which, int layer) {
+      const float* p = r.rows[which].data() + (static_cast<size_t>(layer) * T + t) * C;
+      out->insert(out->end(), p, p + C);
+    };
+    if (o_.from_previous_layer && l > 0) append(0, l - 1), append(1, l - 1);
+    if (o_.values_from_keys && kv == 1) append(0, l);
+  }
+
+  // r = target - prediction (before the residual mean is removed).
+  void Residual(const Slice& s, const Reconstruction& rec, int l, int kv, int t, std::vector<float>* inputs, float* r) const {
+    const int C = rec.channels;
+    Inputs(rec, l, kv, t, inputs);
+    const float* bias = s.weights.data() + static_cast<size_t>(s.inputs) * C;
+    const float* y = rec.target[kv].data() + (static_cast<size_t>(l) * rec.tokens + t) * C;
+    for (int c = 0; c < C; ++c) r[c] = y[c] - bias[c];
+    for (int i = 0; i < s.inputs; ++i) {
+      const float fi = (*inputs)[static_cast<size_t>(i)];
+      const float* w = s.weights.data() + static_cast<size_t>(i) * C;
+      for (int c = 0; c < C; ++c) r[c] -= fi * w[c];
+    }
+  }
+
+  // Quantises the residual of every coded row of (l, kv) on the kept components and writes the
+  // reconstruction (prediction + mean + coded components) into rec.rows.
+  void CodeRows(const Slice& s, Reconstruction& rec, int l, int kv, int sinks, SymbolSink* sink) const {
+    const int C = rec.channels, T = rec.tokens, L = layers_;
+    std::vector<float> inputs, r(static_cast<size_t>(C));
+    const int table0 = (kv * L + l) * C;
+    for (int t = sinks; t < T; ++t) {
+      Residual(s, rec, l, kv, t, &inputs, r.data());
+      const float* y = rec.target[kv].data() + (static_cast<size_t>(l) * T + t) * C;
+      float* out = rec.rows[kv].data() + (static_cast<size_t>(l) * T + t) * C;
+      // out = prediction + mean = y - r + mean, then the coded components.
+      for (int c = 0; c < C; ++c) {
+        const float centred = r[c] - s.mean[c];
+        out[c] = y[c] - centred;
+        r[c] = centred;
+      }
+      for (int j : s.kept) {
+        const float* u = s.basis.data() + static_cast<size_t>(j) * C;
+        float p = 0;
+        for (int c = 0; c < C; ++c) p += u[c] * r[c];
+        const int q = static_cast<int>(std::clamp(std::nearbyint(p / s.step), -1048576.0f, 1048576.0f));
+        if (sink) sink->Emit(table0 + j, q);
+        const float zq = static_cast<float>(q) * s.step;
+        for (int c = 0; c < C; ++c) out[c] += zq * u[c];
+      }
+    }
+  }
+
+  PredictiveCodingOptions o_;
+  int layers_ = 0, channels_ = 0;
+  std::vector<Slice> slices_;  // [layer][K/V]
+};
+
 }  // namespace
 
 Result<RdTables> RdTables::Learn(const RdScheme& scheme, const KvCache& calibration) {
@@ -400,6 +662,9 @@ std::unique_ptr<RdScheme> MakeChannelUniformScheme(const ChannelUniformOptions& 
 std::unique_ptr<RdScheme> MakeTransformCodingScheme(const TransformCodingOptions& options, const KvBasis& basis) {
   return std::make_unique<TransformCodingScheme>(options, basis);
 }
+std::unique_ptr<RdScheme> MakePredictiveCodingScheme(const PredictiveCodingOptions& options) {
+  return std::make_unique<PredictiveCodingScheme>(options);
+}
 
 Result<KvBasis> LearnKvBasis(const KvCache& cal, const KvBasisOptions& options) {
   const int L = cal.layers, C = cal.kv_dim, first = options.skip_first;
@@ -427,10 +692,9 @@ Result<KvBasis> LearnKvBasis(const KvCache& cal, const KvBasisOptions& options) 
     b.basis[kv].assign(static_cast<size_t>(L) * C * C, 0.0f);
     b.variance[kv].assign(static_cast<size_t>(L) * C, 0.0);
     for (int l = 0; l < L; ++l) {
-      std::vector<double> s1(C, 0), s1_stored(C, 0), s2_stored(C, 0), cov(static_cast<size_t>(C) * C, 0);
+      std::vector<double> s1(C, 0), cov(static_cast<size_t>(C) * C, 0);
       for (int t = first; t < cal.tokens; ++t) {
         const float* x = Row(cal, kv, l, t);
-        for (int c = 0; c < C; ++c) s1_stored[c] += x[c], s2_stored[c] += double{x[c]} * x[c];
         std::copy(x, x + C, y.begin());
         if (derot) rope.Unrotate(y.data(), t, C);
         for (int r = 0; r < C; ++r) {
@@ -438,9 +702,7 @@ Result<KvBasis> LearnKvBasis(const KvCache& cal, const KvBasisOptions& options) 
           for (int c = r; c < C; ++c) cov[static_cast<size_t>(r) * C + c] += double{y[r]} * y[c];
         }
       }
-      double var_stored = 0;
-      for (int c = 0; c < C; ++c) var_stored += std::max(0.0, s2_stored[c] / n - (s1_stored[c] / n) * (s1_stored[c] / n));
-      b.stored_rms[kv].push_back(std::sqrt(var_stored / C));
+      b.stored_rms[kv].push_back(StoredRms(cal, kv, l, first));
       for (int r = 0; r < C; ++r) {
         b.mean[kv][static_cast<size_t>(l) * C + r] = static_cast<float>(s1[r] / n);
         for (int c = r; c < C; ++c) {

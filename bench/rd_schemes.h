@@ -153,6 +153,27 @@ struct TransformCodingOptions {
 // `basis` must outlive the scheme.
 std::unique_ptr<RdScheme> MakeTransformCodingScheme(const TransformCodingOptions& options, const KvBasis& basis);
 
+// Cross-layer prediction before transform coding (docs/rate-distortion.md, "Cross-layer prediction").
+// Slices are coded in decode order, layer by layer, keys before values. A slice's de-rotated row at
+// position t is first predicted linearly (a per-slice matrix and bias, least squares with a small ridge)
+// from rows already reconstructed at the same position: the previous layer's de-rotated keys and its
+// values, and for values this layer's keys. The residual is then transform-coded like
+// MakeTransformCodingScheme's rows: PCA of the residual, reverse water-filling, one step per slice
+// (alpha * S_l), one table per component. Calibrate learns every predictor and basis in closed loop, on
+// the calibration cache's own reconstruction, in decode order, so the predictors see the noise a decoder's
+// inputs carry. A decoder would run about (inputs + C) multiply-adds per value instead of C.
+struct PredictiveCodingOptions {
+  double key_alpha = 0.17;
+  double value_alpha = 0.17;
+  int sink_tokens = 4;
+  bool from_previous_layer = true;  // inputs: layer l-1's keys and values
+  bool values_from_keys = true;     // inputs of values: this layer's keys
+  double ridge = 1e-3;              // added to the normal equations' diagonal, relative to its mean
+  KvBasisOptions rope;              // head_dim, rope_theta, rope_layout (keys are always de-rotated)
+  std::string label = "predicted+pca+derot+sink";
+};
+std::unique_ptr<RdScheme> MakePredictiveCodingScheme(const PredictiveCodingOptions& options);
+
 // The noise a per-layer sensitivity probe adds: uniform with width `step_rms` times S (the RMS over
 // channels of the channel's std) of one (kv, layer) only. Deterministic (fixed-seed generator).
 std::unique_ptr<KvTransform> MakeLayerNoiseTransform(int kv, int layer, double step_rms);

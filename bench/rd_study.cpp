@@ -4,8 +4,10 @@
 //
 // usage: kvstream_rd_study [--model smollm2] [--text FILE] [--context-tokens 2048] [--eval-tokens 256]
 //          [--cal-offset 2400] [--cal-tokens 1024] [--chunk-tokens 256] [--sensitivity FILE]
-//          [--sweep all|quick|extra|sinks|transform] [--variants pca+derot,pca-head+derot,derot,pca,pca-values]
+//          [--sweep all|quick|extra|sinks|transform]
+//          [--variants pca+derot,pca-head+derot,derot,pca,pca-values,predicted,predicted-prev,predicted-vk]
 //          [--alphas 0.1,0.15,0.25/0.5,...]   (alpha for K and V, or key_alpha/value_alpha)
+//          [--ridge 0.001]   (predicted variants: the least-squares ridge, relative to the mean diagonal)
 // The calibration slice (tokens [cal-offset, cal-offset + cal-tokens) of the same text, prefilled on its
 // own after a BOS) never overlaps the evaluated context + continuation.
 #include <algorithm>
@@ -34,7 +36,7 @@ struct Flags {
       {"cal-offset", "2400"},     {"cal-tokens", "1024"},
       {"chunk-tokens", "256"},    {"sensitivity", ""},
       {"sweep", "all"},           {"variants", "pca+derot,derot,pca,pca-values"},
-      {"alphas", "0.1,0.15,0.25,0.35,0.5"}};
+      {"alphas", "0.1,0.15,0.25,0.35,0.5"}, {"ridge", "0.001"}};
   int Int(const std::string& k) const { return std::stoi(values.at(k)); }
 };
 
@@ -134,6 +136,28 @@ Status SweepTransform(const Flags& f, const ModelConfig& config, const QualityMe
   KVSTREAM_RETURN_IF_ERROR(measure(*baseline, -1));
 
   for (const std::string& variant : Split(f.values.at("variants"))) {
+    if (variant.rfind("predicted", 0) == 0) {
+      PredictiveCodingOptions po;
+      po.rope.head_dim = config.head_dim;
+      po.rope.rope_theta = config.rope_theta;
+      po.rope.rope_layout = config.rope_layout;
+      if (variant == "predicted-prev") {
+        po.values_from_keys = false;
+      } else if (variant == "predicted-vk") {
+        po.from_previous_layer = false;
+      } else if (variant != "predicted") {
+        return Status::InvalidArgument("--variants: unknown variant '" + variant + "' (predicted, predicted-prev, predicted-vk)");
+      }
+      po.label = variant + "+pca+derot+sink";
+      po.ridge = std::stod(f.values.at("ridge"));
+      for (auto [ka, va] : alphas) {
+        po.key_alpha = ka;
+        po.value_alpha = va;
+        auto scheme = MakePredictiveCodingScheme(po);
+        KVSTREAM_RETURN_IF_ERROR(measure(*scheme, -1));
+      }
+      continue;
+    }
     KvBasisOptions bo;
     bo.head_dim = config.head_dim;
     bo.rope_theta = config.rope_theta;

@@ -30,12 +30,15 @@ class BaselinesTest : public ::testing::Test {
     std::vector<int> tokens = (*model)->tokenizer().Encode(ss.str(), true);
     ASSERT_GE(tokens.size(), static_cast<size_t>(kTokens));
     tokens.resize(kTokens);
-    cache_ = new KvCache(KvCache::Allocate((*model)->config(), kTokens));
+    config_ = new ModelConfig((*model)->config());
+    cache_ = new KvCache(KvCache::Allocate(*config_, kTokens));
     ASSERT_TRUE((*model)->Forward(tokens, *cache_, nullptr).ok());
   }
   static void TearDownTestSuite() {
     delete cache_;
     cache_ = nullptr;
+    delete config_;
+    config_ = nullptr;
   }
   static KvChunk16 Chunk() { return ChunkFromCache(*cache_, 0, kTokens); }
   static KvChunk16 EmptyLike(const KvChunk16& c) {
@@ -45,8 +48,10 @@ class BaselinesTest : public ::testing::Test {
     return out;
   }
   static KvCache* cache_;
+  static ModelConfig* config_;
 };
 KvCache* BaselinesTest::cache_ = nullptr;
+ModelConfig* BaselinesTest::config_ = nullptr;
 
 TEST_F(BaselinesTest, CacheGenRefChargesTheReleasedLayout) {
   const KvChunk16 chunk = Chunk();
@@ -198,6 +203,62 @@ TEST_F(BaselinesTest, ChannelUniformSchemeChargesItsTablesAndSinks) {
   // Sink positions pass through fp16 and are charged 16 bits.
   EXPECT_NEAR(t.last_rate().side_bits_per_value, 16.0 * 2 / kTokens, 1e-9);
   EXPECT_EQ(copy.k[0], HalfToFloat(FloatToHalf(cache_->k[0])));
+}
+
+// Closed loop: each slice is predicted from the reconstruction a decoder would hold, so its error is only
+// its own residual's quantisation (kept components) and water-filling (dropped ones): at most about
+// step^2 / 12 per component, whatever the prediction. An open-loop predictor, or one applied to the wrong
+// rows, would add the inputs' errors on top, layer after layer.
+TEST_F(BaselinesTest, PredictiveSchemeReconstructsWithinTheQuantiserDistortion) {
+  const int L = cache_->layers, C = cache_->kv_dim, T = cache_->tokens, sinks = 4;
+  for (auto [previous, from_keys] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
+    SCOPED_TRACE(std::string("previous layer ") + (previous ? "yes" : "no") + ", values from keys " + (from_keys ? "yes" : "no"));
+    PredictiveCodingOptions o;
+    o.key_alpha = o.value_alpha = 0.2;
+    o.sink_tokens = sinks;
+    o.from_previous_layer = previous;
+    o.values_from_keys = from_keys;
+    o.rope.head_dim = config_->head_dim;
+    o.rope.rope_theta = config_->rope_theta;
+    o.rope.rope_layout = config_->rope_layout;
+    auto scheme = MakePredictiveCodingScheme(o);
+    ASSERT_TRUE(scheme->Calibrate(*cache_).ok());
+    auto tables = RdTables::Learn(*scheme, *cache_);
+    ASSERT_TRUE(tables.ok());
+    RdTransform t(*scheme, *tables);
+    KvCache copy = *cache_;
+    auto bits = t.Apply(copy);
+    ASSERT_TRUE(bits.ok());
+    EXPECT_GT(*bits, t.last_rate().self_entropy_per_value);
+    EXPECT_NEAR(t.last_rate().side_bits_per_value, 16.0 * sinks / kTokens, 1e-9);
+    for (int kv = 0; kv < 2; ++kv) {
+      const std::vector<float>& x = kv == 0 ? cache_->k : cache_->v;
+      const std::vector<float>& y = kv == 0 ? copy.k : copy.v;
+      for (int l = 0; l < L; ++l) {
+        std::vector<double> s1(static_cast<size_t>(C), 0), s2(static_cast<size_t>(C), 0);
+        double error = 0;
+        for (int tok = 0; tok < T; ++tok) {
+          for (int c = 0; c < C; ++c) {
+            const size_t i = (static_cast<size_t>(l) * cache_->capacity + tok) * C + c;
+            if (tok < sinks) {
+              ASSERT_EQ(y[i], HalfToFloat(FloatToHalf(x[i])));
+              continue;
+            }
+            s1[c] += x[i], s2[c] += double{x[i]} * x[i];
+            error += (double{y[i]} - x[i]) * (double{y[i]} - x[i]);
+          }
+        }
+        // step = alpha * S, S the RMS over channels of the stored channels' stds (as the scheme computes it).
+        const double rows = T - sinks;
+        double variance = 0;
+        for (int c = 0; c < C; ++c) variance += std::max(0.0, s2[c] / rows - (s1[c] / rows) * (s1[c] / rows));
+        const double step = o.key_alpha * std::sqrt(variance / C);
+        const double n = rows * C;
+        EXPECT_LE(error / n, 1.5 * step * step / 12) << (kv == 0 ? "keys" : "values") << " of layer " << l;
+        EXPECT_GT(error / n, 0.0);
+      }
+    }
+  }
 }
 
 }  // namespace
