@@ -390,14 +390,48 @@ bool SolveRidge(std::vector<double> a, int n, const std::vector<double>& b, int 
   return true;
 }
 
+// Restricts the predictor w (n x m) to the `rank` output directions that carry most of its fitted values'
+// scatter w^T A w (A = F^T F, n x n), the reduced-rank least-squares fit: w <- w V V^T with V the top
+// `rank` eigenvectors. A decoder could then apply it as n x rank and rank x m products.
+void ReduceRank(const std::vector<double>& a, int n, int m, int rank, std::vector<double>* w) {
+  std::vector<double> aw(static_cast<size_t>(n) * m, 0), scatter(static_cast<size_t>(m) * m, 0);
+  for (int i = 0; i < n; ++i)
+    for (int k = 0; k < n; ++k) {
+      const double aik = a[static_cast<size_t>(i) * n + k];
+      for (int c = 0; c < m; ++c) aw[static_cast<size_t>(i) * m + c] += aik * (*w)[static_cast<size_t>(k) * m + c];
+    }
+  for (int i = 0; i < n; ++i)
+    for (int r = 0; r < m; ++r) {
+      const double wir = (*w)[static_cast<size_t>(i) * m + r];
+      for (int c = 0; c < m; ++c) scatter[static_cast<size_t>(r) * m + c] += wir * aw[static_cast<size_t>(i) * m + c];
+    }
+  const codec::Eigen eigen = codec::SymmetricEigen(std::move(scatter), m);
+  std::vector<double> projected(static_cast<size_t>(n) * m, 0), along(static_cast<size_t>(rank));
+  for (int i = 0; i < n; ++i) {
+    const double* row = w->data() + static_cast<size_t>(i) * m;
+    for (int j = 0; j < rank; ++j) {
+      const double* v = eigen.vectors.data() + static_cast<size_t>(j) * m;
+      double dot = 0;
+      for (int c = 0; c < m; ++c) dot += row[c] * v[c];
+      along[j] = dot;
+    }
+    for (int j = 0; j < rank; ++j) {
+      const double* v = eigen.vectors.data() + static_cast<size_t>(j) * m;
+      for (int c = 0; c < m; ++c) projected[static_cast<size_t>(i) * m + c] += along[j] * v[c];
+    }
+  }
+  *w = std::move(projected);
+}
+
 class PredictiveCodingScheme final : public RdScheme {
  public:
   explicit PredictiveCodingScheme(PredictiveCodingOptions o) : o_(std::move(o)) {}
   std::string name() const override { return o_.label; }
   std::string params() const override {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "ka=%.3g va=%.3g prev=%d vk=%d ridge=%g sink=%d", o_.key_alpha, o_.value_alpha,
-                  o_.from_previous_layer ? 1 : 0, o_.values_from_keys ? 1 : 0, o_.ridge, o_.sink_tokens);
+    std::snprintf(buf, sizeof buf, "ka=%.3g va=%.3g prev=%d vk=%d ridge=%g rank=%d sink=%d", o_.key_alpha,
+                  o_.value_alpha, o_.from_previous_layer ? 1 : 0, o_.values_from_keys ? 1 : 0, o_.ridge, o_.rank,
+                  o_.sink_tokens);
     return buf;
   }
   int tables(int layers, int channels) const override { return 2 * layers * channels; }
@@ -436,9 +470,10 @@ class PredictiveCodingScheme final : public RdScheme {
         for (int i = 0; i < n; ++i)
           for (int j = 0; j < i; ++j) a[static_cast<size_t>(i) * n + j] = a[static_cast<size_t>(j) * n + i];
         std::vector<double> w;
-        if (!SolveRidge(std::move(a), n, b, C, o_.ridge, &w)) {
+        if (!SolveRidge(a, n, b, C, o_.ridge, &w)) {
           return Status::Internal("predictive coding: normal equations of layer " + std::to_string(l) + " not positive definite");
         }
+        if (o_.rank > 0 && o_.rank < C && s.inputs > 0) ReduceRank(a, n, C, o_.rank, &w);
         s.weights.assign(w.begin(), w.end());
         // PCA of the residual.
         std::vector<double> s1(C, 0), cov(static_cast<size_t>(C) * C, 0);

@@ -169,6 +169,7 @@ struct PredictiveCodingOptions {
   bool from_previous_layer = true;  // inputs: layer l-1's keys and values
   bool values_from_keys = true;     // inputs of values: this layer's keys
   double ridge = 1e-3;              // added to the normal equations' diagonal, relative to its mean
+  int rank = 0;                     // > 0: reduced-rank predictors (that many output directions); 0: full
   KvBasisOptions rope;              // head_dim, rope_theta, rope_layout (keys are always de-rotated)
   std::string label = "predicted+pca+derot+sink";
 };

@@ -7,7 +7,8 @@
 //          [--sweep all|quick|extra|sinks|transform]
 //          [--variants pca+derot,pca-head+derot,derot,pca,pca-values,predicted,predicted-prev,predicted-vk]
 //          [--alphas 0.1,0.15,0.25/0.5,...]   (alpha for K and V, or key_alpha/value_alpha)
-//          [--ridge 0.001]   (predicted variants: the least-squares ridge, relative to the mean diagonal)
+//          [--ridge 0.001] [--rank 0]   (predicted variants: the least-squares ridge, relative to the mean
+//          diagonal; reduced-rank predictors with that many output directions, 0 = full rank)
 // The calibration slice (tokens [cal-offset, cal-offset + cal-tokens) of the same text, prefilled on its
 // own after a BOS) never overlaps the evaluated context + continuation.
 #include <algorithm>
@@ -36,7 +37,7 @@ struct Flags {
       {"cal-offset", "2400"},     {"cal-tokens", "1024"},
       {"chunk-tokens", "256"},    {"sensitivity", ""},
       {"sweep", "all"},           {"variants", "pca+derot,derot,pca,pca-values"},
-      {"alphas", "0.1,0.15,0.25,0.35,0.5"}, {"ridge", "0.001"}};
+      {"alphas", "0.1,0.15,0.25,0.35,0.5"}, {"ridge", "0.001"}, {"rank", "0"}};
   int Int(const std::string& k) const { return std::stoi(values.at(k)); }
 };
 
@@ -150,6 +151,7 @@ Status SweepTransform(const Flags& f, const ModelConfig& config, const QualityMe
       }
       po.label = variant + "+pca+derot+sink";
       po.ridge = std::stod(f.values.at("ridge"));
+      po.rank = f.Int("rank");
       for (auto [ka, va] : alphas) {
         po.key_alpha = ka;
         po.value_alpha = va;

@@ -211,9 +211,16 @@ TEST_F(BaselinesTest, ChannelUniformSchemeChargesItsTablesAndSinks) {
 // rows, would add the inputs' errors on top, layer after layer.
 TEST_F(BaselinesTest, PredictiveSchemeReconstructsWithinTheQuantiserDistortion) {
   const int L = cache_->layers, C = cache_->kv_dim, T = cache_->tokens, sinks = 4;
-  for (auto [previous, from_keys] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
-    SCOPED_TRACE(std::string("previous layer ") + (previous ? "yes" : "no") + ", values from keys " + (from_keys ? "yes" : "no"));
+  struct Variant {
+    bool previous, from_keys;
+    int rank;
+  };
+  for (const Variant& variant : {Variant{true, true, 0}, Variant{true, false, 0}, Variant{false, true, 0}, Variant{true, true, 4}}) {
+    const auto [previous, from_keys, rank] = variant;
+    SCOPED_TRACE(std::string("previous layer ") + (previous ? "yes" : "no") + ", values from keys " + (from_keys ? "yes" : "no") +
+                 ", rank " + std::to_string(rank));
     PredictiveCodingOptions o;
+    o.rank = rank;
     o.key_alpha = o.value_alpha = 0.2;
     o.sink_tokens = sinks;
     o.from_previous_layer = previous;
