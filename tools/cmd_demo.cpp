@@ -116,7 +116,10 @@ Status RunDemo(const Args& args) {
               adaptive_levels.c_str(), deadline_ms, adaptive_options.drop_factor, adaptive_options.prior_bandwidth_bps / 1e6,
               so.profile ? ""
                          : "\nWithout --profile the levels' qualities are unknown: it assumes each halving of a level's bytes\n"
-                           "costs the same step of quality (docs/scheduler.md, \"Levels of unknown quality\").");
+                           "costs the same step of quality (docs/scheduler.md, \"Levels of unknown quality\").\n"
+                           "A profile makes every level smaller, and its transform scheme smaller still (negligible quality at\n"
+                           "about 2.1x fewer bytes than int8 in bench/RESULTS.md): kvstream profile --model smollm2 --transform\n"
+                           "--measure --out P, then kvstream demo --profile P --scheme transform --decode-threads 2.");
   return Status::Ok();
 }
 
@@ -144,7 +147,7 @@ KVSTREAM_REGISTER_COMMAND(demo, {
     "  --scheme S         lossy quantiser: channel-uniform (default) or transform (needs a --profile made\n"
     "                     with --transform)\n"
     "  --decode-threads T chunks the decode node decodes at once (default 1; the transform scheme's decode\n"
-    "                     is about four times channel-uniform's and gains most from 2)\n"
+    "                     is three to four times channel-uniform's and gains most from 2)\n"
     "  --tokenizer PATH, --threads N   as for the other model commands",
     {"model", "text", "tokens", "eval-tokens", "deadline-ms", "profile", "scheme", "decode-threads", "tokenizer", "threads"},
     {},
