@@ -429,9 +429,9 @@ class PredictiveCodingScheme final : public RdScheme {
   std::string name() const override { return o_.label; }
   std::string params() const override {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "ka=%.3g va=%.3g prev=%d vk=%d ridge=%g rank=%d sink=%d", o_.key_alpha,
+    std::snprintf(buf, sizeof buf, "ka=%.3g va=%.3g prev=%d vk=%d ridge=%g rank=%d fit=%.3g sink=%d", o_.key_alpha,
                   o_.value_alpha, o_.from_previous_layer ? 1 : 0, o_.values_from_keys ? 1 : 0, o_.ridge, o_.rank,
-                  o_.sink_tokens);
+                  o_.fit_alpha, o_.sink_tokens);
     return buf;
   }
   int tables(int layers, int channels) const override { return 2 * layers * channels; }
@@ -453,7 +453,9 @@ class PredictiveCodingScheme final : public RdScheme {
         Slice& s = slices_[static_cast<size_t>(2 * l + kv)];
         s.inputs = InputCount(l, kv);
         const int n = s.inputs + 1;  // the bias's constant input last
-        s.step = static_cast<float>((kv == 0 ? o_.key_alpha : o_.value_alpha) * StoredRms(cal, kv, l, sinks));
+        const double stored_rms = StoredRms(cal, kv, l, sinks);
+        const double alpha = kv == 0 ? o_.key_alpha : o_.value_alpha;
+        s.step = static_cast<float>((o_.fit_alpha > 0 ? o_.fit_alpha : alpha) * stored_rms);
         // Least squares over the calibration rows, inputs from the closed-loop reconstruction.
         std::vector<double> a(static_cast<size_t>(n) * n, 0), b(static_cast<size_t>(n) * C, 0);
         std::vector<double> f(static_cast<size_t>(n));
@@ -496,12 +498,12 @@ class PredictiveCodingScheme final : public RdScheme {
         }
         const codec::Eigen eigen = codec::SymmetricEigen(std::move(cov), C);
         s.basis.assign(eigen.vectors.begin(), eigen.vectors.end());
-        s.kept.clear();
-        for (int j = 0; j < C; ++j) {
-          if (eigen.values[static_cast<size_t>(j)] > double{s.step} * s.step / 12) s.kept.push_back(j);
-        }
+        s.variance = eigen.values;
+        KeepAbove(s, s.step);
         // Code the calibration rows of this slice, so that the next slices see their reconstruction.
         CodeRows(s, recon, l, kv, sinks, nullptr);
+        // Fitted at another step: code at the scheme's own, with the same predictors and bases.
+        if (o_.fit_alpha > 0) KeepAbove(s, static_cast<float>(alpha * stored_rms));
       }
     }
     return Status::Ok();
@@ -535,9 +537,19 @@ class PredictiveCodingScheme final : public RdScheme {
     std::vector<float> weights;  // (inputs + 1) x C; the last row is the bias
     std::vector<float> mean;     // of the residual
     std::vector<float> basis;    // C x C, row j = component j (falling variance)
+    std::vector<double> variance;  // of each component on the calibration residuals
     std::vector<int> kept;
     float step = 0;
   };
+  // Sets the step and the components above its water level step^2 / 12 (reverse water-filling).
+  static void KeepAbove(Slice& s, float step) {
+    s.step = step;
+    s.kept.clear();
+    for (size_t j = 0; j < s.variance.size(); ++j) {
+      if (s.variance[j] > double{step} * step / 12) s.kept.push_back(static_cast<int>(j));
+    }
+  }
+
   // Per K/V, [layers][tokens][channels] in the de-rotated domain: the rows to code (target) and their
   // reconstruction so far (rows; the sink positions are their fp16 values from the start).
   struct Reconstruction {

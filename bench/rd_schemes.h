@@ -170,6 +170,9 @@ struct PredictiveCodingOptions {
   bool values_from_keys = true;     // inputs of values: this layer's keys
   double ridge = 1e-3;              // added to the normal equations' diagonal, relative to its mean
   int rank = 0;                     // > 0: reduced-rank predictors (that many output directions); 0: full
+  // > 0: predictors and bases fitted in closed loop at this alpha (one set a profile could share across
+  // levels), then used at key_alpha / value_alpha; 0: fitted at the scheme's own alphas.
+  double fit_alpha = 0;
   KvBasisOptions rope;              // head_dim, rope_theta, rope_layout (keys are always de-rotated)
   std::string label = "predicted+pca+derot+sink";
 };

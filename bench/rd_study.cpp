@@ -7,8 +7,9 @@
 //          [--sweep all|quick|extra|sinks|transform]
 //          [--variants pca+derot,pca-head+derot,derot,pca,pca-values,predicted,predicted-prev,predicted-vk]
 //          [--alphas 0.1,0.15,0.25/0.5,...]   (alpha for K and V, or key_alpha/value_alpha)
-//          [--ridge 0.001] [--rank 0]   (predicted variants: the least-squares ridge, relative to the mean
-//          diagonal; reduced-rank predictors with that many output directions, 0 = full rank)
+//          [--ridge 0.001] [--rank 0] [--fit-alpha 0]   (predicted variants: the least-squares ridge,
+//          relative to the mean diagonal; reduced-rank predictors with that many output directions, 0 = full
+//          rank; the alpha the predictors are fitted at, 0 = each point's own)
 // The calibration slice (tokens [cal-offset, cal-offset + cal-tokens) of the same text, prefilled on its
 // own after a BOS) never overlaps the evaluated context + continuation.
 #include <algorithm>
@@ -37,7 +38,7 @@ struct Flags {
       {"cal-offset", "2400"},     {"cal-tokens", "1024"},
       {"chunk-tokens", "256"},    {"sensitivity", ""},
       {"sweep", "all"},           {"variants", "pca+derot,derot,pca,pca-values"},
-      {"alphas", "0.1,0.15,0.25,0.35,0.5"}, {"ridge", "0.001"}, {"rank", "0"}};
+      {"alphas", "0.1,0.15,0.25,0.35,0.5"}, {"ridge", "0.001"}, {"rank", "0"}, {"fit-alpha", "0"}};
   int Int(const std::string& k) const { return std::stoi(values.at(k)); }
 };
 
@@ -152,6 +153,7 @@ Status SweepTransform(const Flags& f, const ModelConfig& config, const QualityMe
       po.label = variant + "+pca+derot+sink";
       po.ridge = std::stod(f.values.at("ridge"));
       po.rank = f.Int("rank");
+      po.fit_alpha = std::stod(f.values.at("fit-alpha"));
       for (auto [ka, va] : alphas) {
         po.key_alpha = ka;
         po.value_alpha = va;
