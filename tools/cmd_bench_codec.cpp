@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/codec_bench.h"
+#include "codec/common/cpu_features.h"
 #include "bench/kvstream_codec_adapter.h"
 #include "tools/command.h"
 
@@ -74,7 +75,7 @@ Status Run(const Args& args) {
     h["date"] = UtcNow();
     h["command"] = command;
     h["machine"] = {{"cpu", CpuModel()}, {"cores", std::thread::hardware_concurrency()},
-                    {"compiler", std::string("gcc/clang ") + __VERSION__}};
+                    {"simd_kernels", codec::SimdKernels()}, {"compiler", std::string("gcc/clang ") + __VERSION__}};
     h["model"] = c.model_name;
     h["layers"] = c.layers;
     h["kv_dim"] = c.kv_dim;
@@ -86,9 +87,9 @@ Status Run(const Args& args) {
       std::printf("%s\n", h.dump().c_str());
     } else {
       std::printf("kvstream bench codec — %s (%d layers x %d channels), %d context tokens in %d chunks, eval %d\n"
-                  "machine: %s, %u cores; reference ppl %.4f\n\n",
+                  "machine: %s, %u cores, %s kernels; reference ppl %.4f\n\n",
                   c.model_name.c_str(), c.layers, c.kv_dim, c.context_tokens, c.chunks, o.eval_tokens,
-                  CpuModel().c_str(), std::thread::hardware_concurrency(), c.ppl_reference);
+                  CpuModel().c_str(), std::thread::hardware_concurrency(), codec::SimdKernels(), c.ppl_reference);
       std::printf("%-13s %-5s %8s %7s %7s %8s %8s %8s %8s %8s %9s %7s\n", "method", "level", "bits/val", "x fp16",
                   "x int8", "entr+%", "enc GB/s", "dec GB/s", "decN GB/s", "ppl +%", "KL", "top-1");
     }

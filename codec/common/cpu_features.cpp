@@ -40,4 +40,11 @@ bool Avx512VnniEnabled() {
 #endif
 }
 
+const char* SimdKernels() {
+  if (Avx512VnniEnabled()) return "avx512-vnni";
+  if (Avx512Enabled()) return "avx512";
+  if (Avx2Enabled()) return "avx2";
+  return "portable";
+}
+
 }  // namespace kvstream::codec

@@ -15,4 +15,8 @@ bool Avx512Enabled();
 // True when Avx512Enabled() and the CPU has AVX-512 VNNI (the transform's integer sums use vpdpwssd).
 bool Avx512VnniEnabled();
 
+// The widest kernels this process runs, for benchmark records: "avx512-vnni", "avx512", "avx2" or
+// "portable".
+const char* SimdKernels();
+
 }  // namespace kvstream::codec
