@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/codec_bench.h"
-#include "codec/common/cpu_features.h"
 #include "bench/kvstream_codec_adapter.h"
+#include "codec/common/cpu_features.h"
 #include "tools/command.h"
 
 namespace kvstream::cli {

@@ -1,5 +1,5 @@
-// Which SIMD kernels this CPU runs. Every *_avx2.cpp, *_avx512.cpp and *_avx512vnni.cpp kernel gives the same results as its
-// portable twin.
+// Which SIMD kernels this CPU runs. Every *_avx2.cpp, *_avx512.cpp and *_avx512vnni.cpp kernel gives the
+// same results as its portable twin.
 #pragma once
 
 namespace kvstream::codec {

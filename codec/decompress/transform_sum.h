@@ -1,6 +1,6 @@
 // The transform scheme's reconstruction sums (quantizer.h): each coded row's integer weights against the
-// profile's int16 basis, exact in int32, so the AVX-512 (VNNI or not), AVX2 and portable kernels (and any other decoder)
-// agree.
+// profile's int16 basis, exact in int32, so the AVX-512 (VNNI or not), AVX2 and portable kernels (and any
+// other decoder) agree.
 #pragma once
 
 #include <cstdint>
