@@ -247,12 +247,14 @@ class SegmentDecoder {
     if (in_.remaining() != 0) {
       return Status::CorruptData(in_.what() + ": " + std::to_string(in_.remaining()) + " bytes left over after the escapes");
     }
-    symbols_.resize(coded);
+    // RansDecode writes every symbol, or fails and Dequantise reads none: no zeroing first.
+    symbols_ = std::make_unique_for_overwrite<uint8_t[]>(coded);
+    symbol_count_ = coded;
     return Status::Ok();
   }
 
   codec::RansDecodeJob RansJob() {
-    return {stream_, stream_bytes_, models_.data(), models_.size(), symbols_.data(), symbols_.size()};
+    return {stream_, stream_bytes_, models_.data(), models_.size(), symbols_.get(), symbol_count_};
   }
 
   // Given how the segment's rANS stream decoded, writes its rows: sinks as stored, the rest dequantised,
@@ -273,7 +275,7 @@ class SegmentDecoder {
     if (transform_) return InverseTransform();
     uint32_t e = 0;
     for (int64_t t = sinks; t < tokens(); ++t) {
-      const uint8_t* sym = symbols_.data() + static_cast<size_t>(t - sinks) * n_c;
+      const uint8_t* sym = symbols_.get() + static_cast<size_t>(t - sinks) * n_c;
       // Branch-free dequantisation (vectorisable), then the rare escapes patched in.
       if (cachegen_) {
         const float s = token_step_[t];
@@ -316,7 +318,7 @@ class SegmentDecoder {
     const int64_t rows = tokens() - sinks;
     const int64_t kept = static_cast<int64_t>(models_.size());
     const int64_t stride = codec::WeightStride(kept);
-    std::vector<int16_t> q(static_cast<size_t>(rows * stride), 0);
+    const auto q = std::make_unique_for_overwrite<int16_t[]>(static_cast<size_t>(rows * stride));
     struct Escape {
       int64_t row, component;
       float weight;
@@ -324,12 +326,13 @@ class SegmentDecoder {
     std::vector<Escape> escaped;
     uint32_t e = 0;
     for (int64_t t = 0; t < rows; ++t) {
-      const uint8_t* sym = symbols_.data() + t * kept;
-      int16_t* weights = q.data() + t * stride;
+      const uint8_t* sym = symbols_.get() + t * kept;
+      int16_t* weights = q.get() + t * stride;
       // Branch-free (vectorisable): an escape's integer weight is 0, its value is added after the sums.
       for (int64_t j = 0; j < kept; ++j) {
         weights[j] = static_cast<int16_t>(sym[j] == codec::kEscapeSymbol ? 0 : codec::SymbolToQ(sym[j]));
       }
+      if (stride > kept) weights[kept] = 0;  // the pad the kernels read with the last odd component
       if (escape_count_ == 0 || std::memchr(sym, codec::kEscapeSymbol, static_cast<size_t>(kept)) == nullptr) continue;
       for (int64_t j = 0; j < kept; ++j) {
         if (sym[j] != codec::kEscapeSymbol) continue;
@@ -345,7 +348,7 @@ class SegmentDecoder {
     const int16_t* basis = d.Basis(layer, kv());
     // SumComponents writes every sum: no zeroing first (it cost 4 % of the decode).
     const auto acc = std::make_unique_for_overwrite<int32_t[]>(static_cast<size_t>(rows * n_c));
-    codec::SumComponents(q.data(), rows, kept, basis, n_c, acc.get());
+    codec::SumComponents(q.get(), rows, kept, basis, n_c, acc.get());
     const float* mean = d.transform.means.data() + d.Index(layer, kv(), 0);
     const float scaled_step = codec::TransformStepScale(transform_step_);
     std::vector<float> y(static_cast<size_t>(n_c));
@@ -382,7 +385,8 @@ class SegmentDecoder {
   uint32_t stream_bytes_ = 0;
   const uint8_t* escapes_ = nullptr;
   uint32_t escape_count_ = 0;
-  std::vector<uint8_t> symbols_;
+  std::unique_ptr<uint8_t[]> symbols_;
+  size_t symbol_count_ = 0;
 };
 
 }  // namespace
