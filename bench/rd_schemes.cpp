@@ -282,6 +282,41 @@ double StoredRms(const KvCache& cache, int kv, int l, int first) {
   return std::sqrt(variance / C);
 }
 
+// The mean and covariance of rows of `channels` values, summed in double (the products' upper triangle
+// only, while rows are added).
+class RowMoments {
+ public:
+  explicit RowMoments(int channels)
+      : c_(channels), sums_(static_cast<size_t>(channels), 0), products_(static_cast<size_t>(channels) * channels, 0) {}
+  void Add(const float* y) {
+    for (int r = 0; r < c_; ++r) {
+      sums_[r] += y[r];
+      for (int c = r; c < c_; ++c) products_[static_cast<size_t>(r) * c_ + c] += double{y[r]} * y[c];
+    }
+    rows_ += 1;
+  }
+  double Mean(int channel) const { return sums_[static_cast<size_t>(channel)] / rows_; }
+  // The covariance, full and symmetric (row-major). block > 0: entries between channels of different
+  // blocks of that many channels are 0, so that Jacobi, which never rotates a zero pair, keeps every
+  // eigenvector in one block.
+  std::vector<double> Covariance(int block = 0) const {
+    std::vector<double> cov(products_.size());
+    for (int r = 0; r < c_; ++r) {
+      for (int c = r; c < c_; ++c) {
+        const double v = products_[static_cast<size_t>(r) * c_ + c] / rows_ - Mean(r) * Mean(c);
+        const bool same_block = block == 0 || r / block == c / block;
+        cov[static_cast<size_t>(r) * c_ + c] = cov[static_cast<size_t>(c) * c_ + r] = same_block ? v : 0.0;
+      }
+    }
+    return cov;
+  }
+
+ private:
+  int c_;
+  double rows_ = 0;
+  std::vector<double> sums_, products_;
+};
+
 class TransformCodingScheme final : public RdScheme {
  public:
   TransformCodingScheme(TransformCodingOptions o, const KvBasis& basis) : o_(std::move(o)), b_(basis) {}
@@ -478,25 +513,15 @@ class PredictiveCodingScheme final : public RdScheme {
         if (o_.rank > 0 && o_.rank < C && s.inputs > 0) ReduceRank(a, n, C, o_.rank, &w);
         s.weights.assign(w.begin(), w.end());
         // PCA of the residual.
-        std::vector<double> s1(C, 0), cov(static_cast<size_t>(C) * C, 0);
+        RowMoments moments(C);
         std::vector<float> r(static_cast<size_t>(C));
         for (int t = sinks; t < T; ++t) {
           Residual(s, recon, l, kv, t, &inputs, r.data());
-          for (int i = 0; i < C; ++i) {
-            s1[i] += r[i];
-            for (int j = i; j < C; ++j) cov[static_cast<size_t>(i) * C + j] += double{r[i]} * r[j];
-          }
+          moments.Add(r.data());
         }
-        const double m = T - sinks;
         s.mean.resize(static_cast<size_t>(C));
-        for (int i = 0; i < C; ++i) {
-          s.mean[i] = static_cast<float>(s1[i] / m);
-          for (int j = i; j < C; ++j) {
-            cov[static_cast<size_t>(i) * C + j] = cov[static_cast<size_t>(j) * C + i] =
-                cov[static_cast<size_t>(i) * C + j] / m - (s1[i] / m) * (s1[j] / m);
-          }
-        }
-        const codec::Eigen eigen = codec::SymmetricEigen(std::move(cov), C);
+        for (int i = 0; i < C; ++i) s.mean[i] = static_cast<float>(moments.Mean(i));
+        const codec::Eigen eigen = codec::SymmetricEigen(moments.Covariance(), C);
         s.basis.assign(eigen.vectors.begin(), eigen.vectors.end());
         s.variance = eigen.values;
         KeepAbove(s, s.step);
@@ -731,7 +756,6 @@ Result<KvBasis> LearnKvBasis(const KvCache& cal, const KvBasisOptions& options) 
   b.layers = L;
   b.channels = C;
   const codec::RopeTable rope = RopeOf(options, cal.tokens);
-  const double n = cal.tokens - first;
   std::vector<float> y(static_cast<size_t>(C));
   for (int kv = 0; kv < 2; ++kv) {
     const bool derot = kv == 0 && options.derotate_keys;
@@ -739,26 +763,16 @@ Result<KvBasis> LearnKvBasis(const KvCache& cal, const KvBasisOptions& options) 
     b.basis[kv].assign(static_cast<size_t>(L) * C * C, 0.0f);
     b.variance[kv].assign(static_cast<size_t>(L) * C, 0.0);
     for (int l = 0; l < L; ++l) {
-      std::vector<double> s1(C, 0), cov(static_cast<size_t>(C) * C, 0);
+      RowMoments moments(C);
       for (int t = first; t < cal.tokens; ++t) {
         const float* x = Row(cal, kv, l, t);
         std::copy(x, x + C, y.begin());
         if (derot) rope.Unrotate(y.data(), t, C);
-        for (int r = 0; r < C; ++r) {
-          s1[r] += y[r];
-          for (int c = r; c < C; ++c) cov[static_cast<size_t>(r) * C + c] += double{y[r]} * y[c];
-        }
+        moments.Add(y.data());
       }
       b.stored_rms[kv].push_back(StoredRms(cal, kv, l, first));
-      for (int r = 0; r < C; ++r) {
-        b.mean[kv][static_cast<size_t>(l) * C + r] = static_cast<float>(s1[r] / n);
-        for (int c = r; c < C; ++c) {
-          const double v = cov[static_cast<size_t>(r) * C + c] / n - (s1[r] / n) * (s1[c] / n);
-          // Zero across blocks: Jacobi never rotates a zero pair, so every eigenvector stays in one block.
-          const bool same_block = options.block == 0 || r / options.block == c / options.block;
-          cov[static_cast<size_t>(r) * C + c] = cov[static_cast<size_t>(c) * C + r] = same_block ? v : 0.0;
-        }
-      }
+      for (int r = 0; r < C; ++r) b.mean[kv][static_cast<size_t>(l) * C + r] = static_cast<float>(moments.Mean(r));
+      std::vector<double> cov = moments.Covariance(options.block);
       float* basis = b.basis[kv].data() + static_cast<size_t>(l) * C * C;
       double* var = b.variance[kv].data() + static_cast<size_t>(l) * C;
       if (!options.pca[kv]) {
