@@ -30,6 +30,7 @@ struct CodecBenchOptions {
   int repetitions = 3;   // timing: best of
   double min_seconds = 0.3;  // each timing repeats whole passes until at least this long (or 1 pass)
   bool transform = false;    // also learn the transform scheme and measure it ("kvstream-transform" rows)
+  bool predict = false;      // also the predicted scheme ("kvstream-predicted" rows; implies transform)
 };
 
 struct CodecBenchRow {

@@ -13,12 +13,17 @@ namespace kvstream::bench {
 namespace {
 
 constexpr int kCalibrationTokens = 2048;
+// The predictors have up to 3 x channels inputs; on fewer than about 4096 tokens they overfit
+// (docs/rate-distortion.md, "Cross-layer prediction").
+constexpr int kPredictionCalibrationTokens = 4096;
 
 class KvstreamLevelCodec final : public BaselineCodec {
  public:
   KvstreamLevelCodec(std::shared_ptr<const Profile> profile, Level level, QuantScheme scheme)
       : profile_(std::move(profile)), level_(level), scheme_(scheme) {}
-  std::string method() const override { return scheme_ == QuantScheme::kTransform ? "kvstream-transform" : "kvstream"; }
+  std::string method() const override {
+    return scheme_ == QuantScheme::kChannelUniform ? "kvstream" : std::string("kvstream-") + QuantSchemeName(scheme_);
+  }
   Level level() const override { return level_; }
 
   Status Encode(const KvChunk16& chunk, std::vector<uint8_t>* out, EncodeStats* stats) const override {
@@ -61,10 +66,9 @@ std::vector<std::unique_ptr<BaselineCodec>> LevelCodecs(Profile profile) {
   auto shared = std::make_shared<const Profile>(std::move(profile));
   std::vector<std::unique_ptr<BaselineCodec>> codecs;
   for (const LevelSpec& spec : shared->ladder()) codecs.push_back(MakeKvstreamLevelCodec(shared, spec.level));
-  if (shared->has_transform()) {
-    for (const LevelSpec& spec : shared->ladder()) {
-      codecs.push_back(MakeKvstreamLevelCodec(shared, spec.level, QuantScheme::kTransform));
-    }
+  for (QuantScheme scheme : {QuantScheme::kTransform, QuantScheme::kPredicted}) {
+    if (!shared->Supports(scheme)) continue;
+    for (const LevelSpec& spec : shared->ladder()) codecs.push_back(MakeKvstreamLevelCodec(shared, spec.level, scheme));
   }
   codecs.push_back(MakeKvstreamLevelCodec(shared, kLevelInt8));
   codecs.push_back(MakeKvstreamLevelCodec(shared, kLevelFp16));
@@ -95,7 +99,8 @@ CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t o
     ss << in.rdbuf();
     const std::vector<int> all = model.tokenizer().Encode(ss.str(), true);
     const int64_t begin = offset >= 0 ? offset : int64_t{options.context_tokens} + options.eval_tokens + 1;
-    const int64_t n = std::min<int64_t>({kCalibrationTokens, static_cast<int64_t>(all.size()) - begin,
+    const int64_t n = std::min<int64_t>({options.predict ? kPredictionCalibrationTokens : kCalibrationTokens,
+                                         static_cast<int64_t>(all.size()) - begin,
                                          int64_t{model.config().max_seq_len} - 1});
     if (n < 256) {
       return Status::InvalidArgument("calibration text " + calibration_text + " has " + std::to_string(all.size()) +
@@ -107,7 +112,8 @@ CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t o
     KVSTREAM_RETURN_IF_ERROR(model.Forward(tokens, cache, nullptr));
     ProfileOptions po;
     po.model = model.config().name.substr(0, 255);
-    po.transform = options.transform;
+    po.transform = options.transform || options.predict;
+    po.predict = options.predict;
     po.rope = model.config().rope();
     ProfileBuilder builder(po);
     KVSTREAM_RETURN_IF_ERROR(builder.AddSample(cache.keys(), cache.values()));

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "codec/common/key_rotation.h"
+#include "codec/compress/ridge_regression.h"
 #include "codec/compress/symmetric_eigen.h"
 #include "common/half.h"
 
@@ -389,42 +390,6 @@ class TransformCodingScheme final : public RdScheme {
 };
 
 // ---- Cross-layer prediction + transform coding ----
-// Solves (A + ridge * mean(diag A) * I) X = B for X, A n x n symmetric positive semi-definite (row-major,
-// upper triangle used), B n x m, by Cholesky; false if A is not positive definite even with the ridge.
-bool SolveRidge(std::vector<double> a, int n, const std::vector<double>& b, int m, double ridge, std::vector<double>* x) {
-  double mean_diag = 0;
-  for (int i = 0; i < n; ++i) mean_diag += a[static_cast<size_t>(i) * n + i];
-  mean_diag /= n;
-  for (int i = 0; i < n; ++i) a[static_cast<size_t>(i) * n + i] += ridge * mean_diag;
-  // A = R^T R, R upper triangular, in place.
-  for (int i = 0; i < n; ++i) {
-    for (int j = i; j < n; ++j) {
-      double sum = a[static_cast<size_t>(i) * n + j];
-      for (int k = 0; k < i; ++k) sum -= a[static_cast<size_t>(k) * n + i] * a[static_cast<size_t>(k) * n + j];
-      if (i == j) {
-        if (!(sum > 0)) return false;
-        a[static_cast<size_t>(i) * n + i] = std::sqrt(sum);
-      } else {
-        a[static_cast<size_t>(i) * n + j] = sum / a[static_cast<size_t>(i) * n + i];
-      }
-    }
-  }
-  *x = b;
-  for (int c = 0; c < m; ++c) {
-    for (int i = 0; i < n; ++i) {  // R^T z = b
-      double sum = (*x)[static_cast<size_t>(i) * m + c];
-      for (int k = 0; k < i; ++k) sum -= a[static_cast<size_t>(k) * n + i] * (*x)[static_cast<size_t>(k) * m + c];
-      (*x)[static_cast<size_t>(i) * m + c] = sum / a[static_cast<size_t>(i) * n + i];
-    }
-    for (int i = n - 1; i >= 0; --i) {  // R x = z
-      double sum = (*x)[static_cast<size_t>(i) * m + c];
-      for (int k = i + 1; k < n; ++k) sum -= a[static_cast<size_t>(i) * n + k] * (*x)[static_cast<size_t>(k) * m + c];
-      (*x)[static_cast<size_t>(i) * m + c] = sum / a[static_cast<size_t>(i) * n + i];
-    }
-  }
-  return true;
-}
-
 // Restricts the predictor w (n x m) to the `rank` output directions that carry most of its fitted values'
 // scatter w^T A w (A = F^T F, n x n), the reduced-rank least-squares fit: w <- w V V^T with V the top
 // `rank` eigenvectors. A decoder could then apply it as n x rank and rank x m products.
@@ -507,7 +472,7 @@ class PredictiveCodingScheme final : public RdScheme {
         for (int i = 0; i < n; ++i)
           for (int j = 0; j < i; ++j) a[static_cast<size_t>(i) * n + j] = a[static_cast<size_t>(j) * n + i];
         std::vector<double> w;
-        if (!SolveRidge(a, n, b, C, o_.ridge, &w)) {
+        if (!codec::SolveRidge(a, n, b, C, o_.ridge, &w)) {
           return Status::Internal("predictive coding: normal equations of layer " + std::to_string(l) + " not positive definite");
         }
         if (o_.rank > 0 && o_.rank < C && s.inputs > 0) ReduceRank(a, n, C, o_.rank, &w);

@@ -48,7 +48,7 @@ struct Session {
 // The profile's measured quality of the lossy levels for the sender's scheme; null without a profile.
 const std::vector<LevelQuality>* MeasuredQuality(const SenderOptions& options) {
   if (!options.profile) return nullptr;
-  return options.scheme == QuantScheme::kTransform ? &options.profile->transform_quality() : &options.profile->quality();
+  return &options.profile->QualityOf(options.scheme);
 }
 
 }  // namespace
@@ -251,11 +251,13 @@ Result<std::unique_ptr<Sender>> Sender::Start(SenderOptions options) {
   if (options.encode_threads <= 0 || options.max_inflight_per_connection <= 0 || options.max_connections <= 0) {
     return Status::InvalidArgument("sender: encode_threads, max_inflight_per_connection and max_connections must be positive");
   }
-  if (options.scheme == QuantScheme::kTransform && (!options.profile || !options.profile->has_transform())) {
-    return Status::InvalidArgument("sender: scheme transform needs a profile learned with a transform (kvstream profile --transform)");
-  }
   if (options.scheme == QuantScheme::kCacheGenToken) {
-    return Status::InvalidArgument("sender: scheme cachegen-token is for benchmarks only; use channel-uniform or transform");
+    return Status::InvalidArgument("sender: scheme cachegen-token is for benchmarks only; use channel-uniform, transform or predicted");
+  }
+  if (options.scheme != QuantScheme::kChannelUniform && (!options.profile || !options.profile->Supports(options.scheme))) {
+    return Status::InvalidArgument(std::string("sender: scheme ") + QuantSchemeName(options.scheme) +
+                                   " needs a profile learned with it (kvstream profile --transform" +
+                                   (options.scheme == QuantScheme::kPredicted ? " --predict)" : ")"));
   }
   if (options.profile) options.control.profile_hash = options.profile->hash();
   auto impl = std::make_unique<Impl>(std::move(options));

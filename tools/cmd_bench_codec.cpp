@@ -59,12 +59,14 @@ Status Run(const Args& args) {
   o.repetitions = static_cast<int>(reps);
   const bool json = args.Has("json");
   o.transform = args.Has("transform");
+  o.predict = args.Has("predict");
   const std::string profile_path = args.GetString("profile", "");
   const std::string command = "kvstream bench codec --model " + o.model + " --text " + o.text + " --context-tokens " +
                               std::to_string(o.context_tokens) + " --eval-tokens " + std::to_string(o.eval_tokens) +
                               " --chunk-tokens " + std::to_string(o.chunk_tokens) + " --threads " +
                               std::to_string(o.threads) + " --repetitions " + std::to_string(o.repetitions) +
-                              (profile_path.empty() ? "" : " --profile " + profile_path) + (o.transform ? " --transform" : "") +
+                              (profile_path.empty() ? "" : " --profile " + profile_path) +
+                              (o.transform ? " --transform" : "") + (o.predict ? " --predict" : "") +
                               (json ? " --json" : "");
   const std::string calibration_text = args.GetString("calibration-text", o.text);
   KVSTREAM_ASSIGN_OR_RETURN(int64_t cal_offset, args.GetInt("calibration-offset", -1));
@@ -153,12 +155,15 @@ KVSTREAM_REGISTER_COMMAND(bench_codec, {
     "  --calibration-text FILE  text the kvstream profile is learned from (default: --text)\n"
     "  --calibration-offset T   first token of the calibration slice (default: after context + eval)\n"
     "  --profile FILE           use this kvstream profile (kvstream profile) instead of learning one; a\n"
-    "                           profile with a transform adds the kvstream-transform rows\n"
+    "                           profile with a transform (prediction) adds the kvstream-transform\n"
+    "                           (kvstream-predicted) rows\n"
     "  --transform              learn the transform scheme too and add its rows (method kvstream-transform)\n"
+    "  --predict                learn the transform and predicted schemes and add both's rows (method\n"
+    "                           kvstream-predicted); the profile then learns from 4096 tokens, not 2048\n"
     "  --json                   one JSON object per line (a header, then one per method and level)",
     {"model", "text", "context-tokens", "eval-tokens", "chunk-tokens", "threads", "repetitions", "calibration-text",
      "calibration-offset", "profile"},
-    {"json", "transform"},
+    {"json", "transform", "predict"},
     &Run,
 });
 

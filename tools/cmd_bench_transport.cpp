@@ -340,7 +340,8 @@ Status ShapedFetches(const Args& args, double gbps, std::vector<FetchRow>* rows,
       if (!ParseLevel(item, &level)) return Status::InvalidArgument("--levels: '" + item + "' is not a level");
       const std::string method = level == kLevelFp16   ? "fp16"
                                  : level == kLevelInt8 ? "int8"
-                                                       : "kvstream-" + (scheme == "transform" ? scheme + "-" : "") + LevelName(level);
+                                                       : "kvstream-" + (scheme == "channel-uniform" ? "" : scheme + "-") +
+                                                             LevelName(level);
       for (bool pipelined : {true, false}) {
         if (!IsLossyLevel(level) && !pipelined) continue;
         // Two fetches on one connection: the first warms UCX's endpoints, the second is measured.
@@ -477,8 +478,9 @@ KVSTREAM_REGISTER_COMMAND(bench_transport, {
     "  --tokens T      context tokens (default 4096)\n"
     "  --levels LIST   methods: fp16, int8 and lossy levels (default fp16,int8,1,2,3,4,5,6)\n"
     "  --profile P     codec profile (kvstream profile) for server and fetcher (default none: in-chunk tables)\n"
-    "  --scheme S      the server's lossy quantiser: channel-uniform (default) or transform (needs a --profile\n"
-    "                  made with --transform; methods are then named kvstream-transform-L<n>)\n"
+    "  --scheme S      the server's lossy quantiser: channel-uniform (default), transform or predicted (need a\n"
+    "                  --profile made with --transform or --predict; methods are then named\n"
+    "                  kvstream-transform-L<n> or kvstream-predicted-L<n>)\n"
     "  --decode-threads T  chunks the fetcher decodes at once (default 1)",
     {"sizes", "window", "total-mb", "repetitions", "link-gbps", "model", "tokens", "levels", "profile", "scheme",
      "decode-threads"},

@@ -74,7 +74,8 @@ Status RunDemo(const Args& args) {
   std::vector<Method> methods;
   for (const LevelInfo& l : manifest.manifest.levels) {
     if (l.level == kLevelText) continue;
-    const std::string lossy = so.scheme == QuantScheme::kTransform ? "kvstream-transform-" : "kvstream-";
+    const std::string lossy =
+        so.scheme == QuantScheme::kChannelUniform ? "kvstream-" : std::string("kvstream-") + QuantSchemeName(so.scheme) + "-";
     const std::string name = l.level == kLevelFp16 ? "fp16" : l.level == kLevelInt8 ? "int8" : lossy + LevelName(l.level);
     methods.push_back({name, std::make_unique<FixedLevelPolicy>(l.level)});
   }
@@ -117,9 +118,10 @@ Status RunDemo(const Args& args) {
               so.profile ? ""
                          : "\nWithout --profile the levels' qualities are unknown: it assumes each halving of a level's bytes\n"
                            "costs the same step of quality (docs/scheduler.md, \"Levels of unknown quality\").\n"
-                           "A profile makes every level smaller, and its transform scheme smaller still (negligible quality at\n"
-                           "about 2.1x fewer bytes than int8 in bench/RESULTS.md): kvstream profile --model smollm2 --transform\n"
-                           "--measure --out P, then kvstream demo --profile P --scheme transform --decode-threads 2.");
+                           "A profile makes every level smaller, and its transform and predicted schemes smaller still\n"
+                           "(negligible quality at about 2.1x and 2.8x fewer bytes than int8 in bench/RESULTS.md):\n"
+                           "kvstream profile --model smollm2 --predict --contexts 8 --measure --out P, then\n"
+                           "kvstream demo --profile P --scheme predicted --decode-threads 2 (or --scheme transform).");
   return Status::Ok();
 }
 
@@ -141,13 +143,14 @@ KVSTREAM_REGISTER_COMMAND(demo, {
     "  --tokens T         context tokens streamed (default 1024)\n"
     "  --eval-tokens E    tokens scored after the context (default 128)\n"
     "  --deadline-ms D    deadline for the adaptive policy (default 200)\n"
-    "  --profile P        codec profile (kvstream profile --model M [--transform] --measure): smaller lossy\n"
-    "                     chunks, and measured qualities for the adaptive policy (default none: in-chunk\n"
-    "                     tables, qualities unknown)\n"
-    "  --scheme S         lossy quantiser: channel-uniform (default) or transform (needs a --profile made\n"
-    "                     with --transform)\n"
+    "  --profile P        codec profile (kvstream profile --model M [--transform|--predict] --measure):\n"
+    "                     smaller lossy chunks, and measured qualities for the adaptive policy (default\n"
+    "                     none: in-chunk tables, qualities unknown)\n"
+    "  --scheme S         lossy quantiser: channel-uniform (default), transform (needs a --profile made\n"
+    "                     with --transform) or predicted (needs one made with --predict)\n"
     "  --decode-threads T chunks the decode node decodes at once (default 1; the transform scheme's decode\n"
-    "                     is three to four times channel-uniform's and gains most from 2)\n"
+    "                     is three to four times channel-uniform's, the predicted scheme's about three\n"
+    "                     times the transform's, and both gain most from 2)\n"
     "  --tokenizer PATH, --threads N   as for the other model commands",
     {"model", "text", "tokens", "eval-tokens", "deadline-ms", "profile", "scheme", "decode-threads", "tokenizer", "threads"},
     {},

@@ -19,6 +19,23 @@ std::string Num(double v, const char* fmt) {
   return buf;
 }
 
+
+// A scheme's levels: the share of components kept (over every layer and K/V) and the measured quality.
+template <typename KeptOf>
+void PrintKeptComponents(const Profile& p, const std::vector<LevelQuality>& quality, KeptOf kept_of) {
+  std::printf("  level  kept-components  top1    ppl%%    kl       bits\n");
+  for (size_t i = 0; i < quality.size(); ++i) {
+    const std::vector<uint32_t>& counts = kept_of(i);
+    uint64_t kept = 0;
+    for (uint32_t k : counts) kept += k;
+    const LevelQuality& q = quality[i];
+    std::printf("  L%-5zu %-16.3f %-7s %-7s %-8s %s\n", i + 1,
+                static_cast<double>(kept) / (static_cast<double>(counts.size()) * p.channels()),
+                Num(q.top1_agreement, "%.4f").c_str(), Num(q.ppl_delta_pct, "%+.2f").c_str(), Num(q.kl_mean, "%.5f").c_str(),
+                Num(q.bits_per_value, "%.3f").c_str());
+  }
+}
+
 Status InspectProfileFile(const std::string& path) {
   KVSTREAM_ASSIGN_OR_RETURN(Profile p, LoadProfileFile(path));
   std::printf("%s: kvstream profile\n  model      %s\n  hash       %s\n  bytes      %zu\n  shape      %d layers x %d channels\n",
@@ -39,16 +56,16 @@ Status InspectProfileFile(const std::string& path) {
   const ProfileTransform& t = p.data().transform;
   std::printf("  transform  PCA bases of the keys (RoPE undone: head_dim %d, theta %g, %s pairs) and of the values\n",
               t.rope.head_dim, t.rope.theta, t.rope.layout == RopeLayout::kInterleaved ? "interleaved" : "rotate-half");
-  std::printf("  level  kept-components  top1    ppl%%    kl       bits\n");
-  for (size_t i = 0; i < t.levels.size(); ++i) {
-    uint64_t kept = 0;
-    for (uint32_t k : t.levels[i].kept) kept += k;
-    const LevelQuality& q = t.quality[i];
-    std::printf("  L%-5zu %-16.3f %-7s %-7s %-8s %s\n", i + 1,
-                static_cast<double>(kept) / (static_cast<double>(t.levels[i].kept.size()) * p.channels()),
-                Num(q.top1_agreement, "%.4f").c_str(), Num(q.ppl_delta_pct, "%+.2f").c_str(), Num(q.kl_mean, "%.5f").c_str(),
-                Num(q.bits_per_value, "%.3f").c_str());
+  PrintKeptComponents(p, t.quality, [&](size_t i) -> const std::vector<uint32_t>& { return t.levels[i].kept; });
+  if (!p.has_prediction()) {
+    std::printf("  predicted  none (chunks of scheme predicted need a profile made with --predict)\n");
+    return Status::Ok();
   }
+  const ProfilePrediction& pr = p.data().prediction;
+  std::printf("  predicted  each layer's keys and values from the previous layer's, values also from this layer's keys:\n"
+              "             %zu int16 predictor matrices and %d residual bases of %d x %d\n",
+              pr.weight_scales.size() / static_cast<size_t>(p.channels()), 2 * p.layers(), p.channels(), p.channels());
+  PrintKeptComponents(p, pr.quality, [&](size_t i) -> const std::vector<uint32_t>& { return pr.levels[i].kept; });
   return Status::Ok();
 }
 

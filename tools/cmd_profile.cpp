@@ -43,7 +43,8 @@ Status RunProfile(const Args& args) {
   options.model = model->config().name.substr(0, 255);
   options.max_tables = static_cast<int>(max_tables);
   options.channel_exponent = static_cast<float>(exponent);
-  options.transform = args.Has("transform");
+  options.predict = args.Has("predict");
+  options.transform = args.Has("transform") || options.predict;
   options.rope = model->config().rope();
   ProfileBuilder builder(options);
   for (int64_t i = 0; i < contexts; ++i) {
@@ -91,11 +92,13 @@ Status RunProfile(const Args& args) {
     }
     KVSTREAM_ASSIGN_OR_RETURN(profile, profile.WithQuality(spec.level, q));
   }
-  if (learned->has_transform()) {
-    std::printf("transform scheme (kvstream encode --scheme transform), same held-out context:\n");
+  for (QuantScheme scheme : {QuantScheme::kTransform, QuantScheme::kPredicted}) {
+    if (!learned->Supports(scheme)) continue;
+    std::printf("%s scheme (kvstream encode --scheme %s), same held-out context:\n", QuantSchemeName(scheme),
+                QuantSchemeName(scheme));
     std::printf("  level  bits/value%s\n", measure ? "           top1     ppl-delta%  kl-mean" : "");
     for (const LevelSpec& spec : learned->ladder()) {
-      const auto codec = bench::MakeCodecTransform(bench::MakeKvstreamLevelCodec(learned, spec.level, QuantScheme::kTransform),
+      const auto codec = bench::MakeCodecTransform(bench::MakeKvstreamLevelCodec(learned, spec.level, scheme),
                                                    static_cast<int>(chunk_tokens));
       KvCache cache = meter.context_cache();
       LevelQuality q;
@@ -110,7 +113,7 @@ Status RunProfile(const Args& args) {
       } else {
         std::printf("  L%-5d %.4f\n", spec.level, q.bits_per_value);
       }
-      KVSTREAM_ASSIGN_OR_RETURN(profile, profile.WithQuality(spec.level, q, /*transform=*/true));
+      KVSTREAM_ASSIGN_OR_RETURN(profile, profile.WithQuality(spec.level, q, scheme));
     }
   }
   KVSTREAM_RETURN_IF_ERROR(WriteFileBytes(out_path, profile.bytes().data(), profile.bytes().size()));
@@ -125,7 +128,7 @@ KVSTREAM_REGISTER_COMMAND(profile, {
     "learn a model's codec profile (level ladder, quantisation parameters, entropy tables)",
     "usage: kvstream profile --model M --out PROFILE [--text FILE] [--contexts N] [--context-tokens T]\n"
     "                        [--max-tables K] [--channel-exponent A] [--chunk-tokens C] [--eval-tokens E]\n"
-    "                        [--transform] [--measure] [--tokenizer PATH] [--threads N]\n\n"
+    "                        [--transform] [--predict] [--measure] [--tokenizer PATH] [--threads N]\n\n"
     "Prefills N windows of T tokens of the text, learns per (layer, K/V, channel) means and steps and a bank\n"
     "of K rANS tables per level from their KV, then encodes the next window (held out) at every level, with\n"
     "the profile and with in-chunk tables, and prints the bits per value. --measure also scores the E tokens\n"
@@ -146,12 +149,17 @@ KVSTREAM_REGISTER_COMMAND(profile, {
     "                         basis per (layer, K/V) of the keys with RoPE undone and of the values; adds\n"
     "                         2 x layers x channels^2 int16 to the profile and the transform's sizes (and,\n"
     "                         with --measure, qualities, recorded for it) to the report\n"
+    "  --predict              also learn the predicted scheme (implies --transform; kvstream encode --scheme\n"
+    "                         predicted): per (layer, K/V) a linear prediction from the previous layer's\n"
+    "                         keys and values (values also from this layer's keys) and a basis of the\n"
+    "                         residual; adds about 7 x layers x channels^2 int16 (15 MB for SmolLM2) and\n"
+    "                         wants several thousand sample tokens (e.g. --contexts 8 --context-tokens 512)\n"
     "  --measure              measure and record each level's quality (top-1 agreement, ppl, KL)\n"
     "  --tokenizer PATH       tokenizer overriding the one found with the model\n"
     "  --threads N            OpenBLAS threads for the forward pass (default 0 = all cores)",
     {"model", "out", "text", "contexts", "context-tokens", "max-tables", "channel-exponent", "chunk-tokens", "eval-tokens",
      "tokenizer", "threads"},
-    {"measure", "transform"},
+    {"measure", "transform", "predict"},
     RunProfile,
 });
 

@@ -118,9 +118,10 @@ KVSTREAM_REGISTER_COMMAND(serve, {
     "  --profile P           codec profile (kvstream profile) the lossy levels are encoded with; fetchers must\n"
     "                        hold the same one, and its measured qualities are advertised to their policies\n"
     "                        (default none: every chunk carries its own tables, qualities unknown)\n"
-    "  --scheme S            quantiser of the lossy levels: channel-uniform (default) or transform (about 1.2x\n"
+    "  --scheme S            quantiser of the lossy levels: channel-uniform (default), transform (about 1.2x\n"
     "                        smaller, several times slower to decode; needs a --profile made with\n"
-    "                        kvstream profile --transform)\n"
+    "                        kvstream profile --transform) or predicted (about 1.3x smaller than transform,\n"
+    "                        about 3x slower again; needs a --profile made with --predict)\n"
     "  --tokenizer PATH      tokenizer overriding the one found with the model\n"
     "  --threads N           forward-pass threads (default 0 = all cores)\n\n"
     "The data plane is UCX: UCX_TLS, UCX_NET_DEVICES, UCX_RNDV_THRESH, ... apply (docs/transport.md).",

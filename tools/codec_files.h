@@ -49,7 +49,8 @@ inline Result<QuantScheme> ParseScheme(const std::string& s) {
   if (s == "channel-uniform") return QuantScheme::kChannelUniform;
   if (s == "cachegen-token") return QuantScheme::kCacheGenToken;
   if (s == "transform") return QuantScheme::kTransform;
-  return Status::InvalidArgument("--scheme = " + s + ", expected channel-uniform, cachegen-token or transform");
+  if (s == "predicted") return QuantScheme::kPredicted;
+  return Status::InvalidArgument("--scheme = " + s + ", expected channel-uniform, cachegen-token, transform or predicted");
 }
 
 inline std::string HashHex(uint64_t h) {

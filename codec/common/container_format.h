@@ -29,7 +29,8 @@ inline int64_t SinkRows(int64_t token_begin, int64_t tokens) {
 }
 
 inline constexpr uint8_t kProfileMagic[4] = {'K', 'V', 'P', 'F'};
-inline constexpr uint16_t kProfileVersion = 2;  // 2: optional transform section
+inline constexpr uint16_t kProfileVersion = 3;  // 2: optional transform section; 3: optional prediction section
+inline constexpr uint16_t kProfileVersionWithoutPrediction = 2;  // still read
 
 // Symbol alphabet of the lossy schemes: 0 is the escape (the value follows as fp16 in the segment's
 // escape list); s in [1, 255] is the integer q = s - 128.

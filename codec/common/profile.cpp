@@ -113,6 +113,20 @@ void ProfileData::Finalize() {
       codec::WriteTableBank(level.bank, w);
     }
   }
+  w.U8(has_prediction ? 1 : 0);
+  if (has_prediction) {
+    const ProfilePrediction& p = prediction;
+    w.Raw(p.input_scales.data(), p.input_scales.size() * sizeof(float));
+    w.Raw(p.bias.data(), p.bias.size() * sizeof(float));
+    w.Raw(p.weights.data(), p.weights.size() * sizeof(int16_t));
+    w.Raw(p.weight_scales.data(), p.weight_scales.size() * sizeof(float));
+    w.Raw(p.bases.data(), p.bases.size() * sizeof(int16_t));
+    for (size_t i = 0; i < p.levels.size(); ++i) {
+      WriteQuality(p.quality[i], w);
+      w.Raw(p.levels[i].kept.data(), p.levels[i].kept.size() * sizeof(uint32_t));
+      codec::WriteTableBank(p.levels[i].bank, w);
+    }
+  }
   w.U32(codec::Crc32c(bytes.data(), bytes.size()));
   hash = ProfileHash(bytes.data(), bytes.size());
 }
@@ -152,6 +166,18 @@ Status ReadFloats(ByteReader& in, size_t count, std::vector<float>* out, const c
   return Status::Ok();
 }
 
+// count int16 values, each within [-bound, bound].
+Status ReadInt16s(ByteReader& in, size_t count, int bound, std::vector<int16_t>* out, const char* field) {
+  KVSTREAM_RETURN_IF_ERROR(ReadArray(in, count, out, field));
+  for (int16_t v : *out) {
+    if (std::abs(v) > bound) {
+      return Status::CorruptData(std::string("profile: ") + field + " holds " + std::to_string(v) + ", beyond +-" +
+                                 std::to_string(bound));
+    }
+  }
+  return Status::Ok();
+}
+
 // The optional transform section (after the levels), checked like the rest.
 Status ReadTransform(ByteReader& in, ProfileData* d) {
   uint8_t present = 0;
@@ -182,13 +208,8 @@ Status ReadTransform(ByteReader& in, ProfileData* d) {
     return Status::CorruptData("profile: a transform over " + std::to_string(d->channels) + " channels (at most " +
                                std::to_string(codec::kMaxTransformChannels) + ")");
   }
-  KVSTREAM_RETURN_IF_ERROR(ReadArray(in, per_level * static_cast<size_t>(d->channels), &t.bases, "transform bases"));
-  for (int16_t b : t.bases) {
-    if (std::abs(b) > (1 << codec::kBasisScaleBits)) {
-      return Status::CorruptData("profile: transform basis value " + std::to_string(b) + " exceeds 2^" +
-                                 std::to_string(codec::kBasisScaleBits));
-    }
-  }
+  KVSTREAM_RETURN_IF_ERROR(ReadInt16s(in, per_level * static_cast<size_t>(d->channels), 1 << codec::kBasisScaleBits, &t.bases,
+                                       "transform basis"));
   t.levels.resize(d->ladder.size());
   t.quality.resize(d->ladder.size());
   for (size_t i = 0; i < t.levels.size(); ++i) {
@@ -199,6 +220,46 @@ Status ReadTransform(ByteReader& in, ProfileData* d) {
     for (uint32_t k : level.kept) KVSTREAM_RETURN_IF_ERROR(CheckRange("transform kept components", k, 0, d->channels));
     Status st = codec::ReadTableBank(in, per_level, &level.bank);
     if (!st.ok()) return st.WithContext("transform level " + std::to_string(i + 1));
+  }
+  return Status::Ok();
+}
+
+// The optional prediction section (after the transform; profile version 3 on), checked like the rest.
+Status ReadPrediction(ByteReader& in, ProfileData* d) {
+  uint8_t present = 0;
+  KVSTREAM_RETURN_IF_ERROR(in.U8(&present, "prediction flag"));
+  KVSTREAM_RETURN_IF_ERROR(CheckRange("prediction flag", present, 0, d->has_transform ? 1 : 0));
+  d->has_prediction = present == 1;
+  if (!d->has_prediction) return Status::Ok();
+  ProfilePrediction& p = d->prediction;
+  const size_t c_n = static_cast<size_t>(d->channels);
+  const int slices = d->layers * 2;
+  const size_t per_slice = static_cast<size_t>(slices) * c_n;
+  int inputs[3];
+  size_t blocks = 0;
+  PredictorInputs(slices, inputs, &blocks);  // the blocks of every slice before a slice past the last
+  KVSTREAM_RETURN_IF_ERROR(ReadFloats(in, per_slice, &p.input_scales, "predictor input scales", true));
+  for (float scale : p.input_scales) {
+    int exponent = 0;
+    if (std::frexp(scale, &exponent) != 0.5f || exponent < -60 || exponent > 60) {
+      return Status::CorruptData("profile: predictor input scale " + std::to_string(scale) +
+                                 " is not a power of two in [2^-61, 2^59]");
+    }
+  }
+  KVSTREAM_RETURN_IF_ERROR(ReadFloats(in, per_slice, &p.bias, "predictor bias", false));
+  KVSTREAM_RETURN_IF_ERROR(ReadInt16s(in, blocks * c_n * c_n, codec::MaxPredictorWeight(d->channels), &p.weights,
+                                      "predictor weight"));
+  KVSTREAM_RETURN_IF_ERROR(ReadFloats(in, blocks * c_n, &p.weight_scales, "predictor weight scales", false));
+  KVSTREAM_RETURN_IF_ERROR(ReadInt16s(in, per_slice * c_n, 1 << codec::kBasisScaleBits, &p.bases, "residual basis"));
+  p.levels.resize(d->ladder.size());
+  p.quality.resize(d->ladder.size());
+  for (size_t i = 0; i < p.levels.size(); ++i) {
+    ProfilePredictionLevel& level = p.levels[i];
+    KVSTREAM_RETURN_IF_ERROR(ReadQuality(in, &p.quality[i]));
+    KVSTREAM_RETURN_IF_ERROR(ReadArray(in, static_cast<size_t>(slices), &level.kept, "predicted kept counts"));
+    for (uint32_t k : level.kept) KVSTREAM_RETURN_IF_ERROR(CheckRange("predicted kept components", k, 0, d->channels));
+    Status st = codec::ReadTableBank(in, per_slice, &level.bank);
+    if (!st.ok()) return st.WithContext("prediction level " + std::to_string(i + 1));
   }
   return Status::Ok();
 }
@@ -224,8 +285,9 @@ Result<Profile> Profile::Parse(const uint8_t* data, size_t size, const ProfileLi
   KVSTREAM_RETURN_IF_ERROR(in.Read(magic, 4, "magic"));
   uint16_t version = 0, reserved = 0;
   KVSTREAM_RETURN_IF_ERROR(in.U16(&version, "version"));
-  if (version != codec::kProfileVersion) {
+  if (version < codec::kProfileVersionWithoutPrediction || version > codec::kProfileVersion) {
     return Status::Unsupported("profile: version " + std::to_string(version) + ", this build reads " +
+                               std::to_string(codec::kProfileVersionWithoutPrediction) + " to " +
                                std::to_string(codec::kProfileVersion));
   }
   KVSTREAM_RETURN_IF_ERROR(in.U16(&reserved, "reserved"));
@@ -286,8 +348,9 @@ Result<Profile> Profile::Parse(const uint8_t* data, size_t size, const ProfileLi
     d->levels.push_back(std::move(level));
   }
   KVSTREAM_RETURN_IF_ERROR(ReadTransform(in, &*d));
+  if (version > codec::kProfileVersionWithoutPrediction) KVSTREAM_RETURN_IF_ERROR(ReadPrediction(in, &*d));
   if (in.remaining() != 0) {
-    return Status::CorruptData("profile: " + std::to_string(in.remaining()) + " bytes left over after the transform section");
+    return Status::CorruptData("profile: " + std::to_string(in.remaining()) + " bytes left over after the last section");
   }
   d->bytes.assign(data, data + size);
   d->hash = ProfileHash(data, size);
@@ -309,15 +372,40 @@ const std::vector<LevelSpec>& Profile::ladder() const { return data_->ladder; }
 const std::vector<LevelQuality>& Profile::quality() const { return data_->quality; }
 bool Profile::has_transform() const { return data_->has_transform; }
 const std::vector<LevelQuality>& Profile::transform_quality() const { return data_->transform.quality; }
+bool Profile::has_prediction() const { return data_->has_prediction; }
+const std::vector<LevelQuality>& Profile::prediction_quality() const { return data_->prediction.quality; }
 
-Result<Profile> Profile::WithQuality(Level level, const LevelQuality& quality, bool transform) const {
+bool Profile::Supports(QuantScheme scheme) const {
+  switch (scheme) {
+    case QuantScheme::kChannelUniform: return true;
+    case QuantScheme::kCacheGenToken: return false;
+    case QuantScheme::kTransform: return data_->has_transform;
+    case QuantScheme::kPredicted: return data_->has_prediction;
+  }
+  return false;
+}
+
+const std::vector<LevelQuality>& Profile::QualityOf(QuantScheme scheme) const {
+  static const std::vector<LevelQuality> kNone;
+  if (!Supports(scheme)) return kNone;
+  return scheme == QuantScheme::kTransform   ? data_->transform.quality
+         : scheme == QuantScheme::kPredicted ? data_->prediction.quality
+                                             : data_->quality;
+}
+
+Result<Profile> Profile::WithQuality(Level level, const LevelQuality& quality, QuantScheme scheme) const {
   if (level < 1 || level > static_cast<Level>(data_->ladder.size())) {
     return Status::InvalidArgument("profile: level " + std::to_string(level) + " not in the ladder 1.." +
                                    std::to_string(data_->ladder.size()));
   }
-  if (transform && !data_->has_transform) return Status::InvalidArgument("profile: no transform to record a quality for");
+  if (!Supports(scheme)) {
+    return Status::InvalidArgument(std::string("profile: no ") + QuantSchemeName(scheme) + " scheme to record a quality for");
+  }
   auto copy = std::make_shared<ProfileData>(*data_);
-  (transform ? copy->transform.quality : copy->quality)[static_cast<size_t>(level - 1)] = quality;
+  std::vector<LevelQuality>& target = scheme == QuantScheme::kTransform   ? copy->transform.quality
+                                      : scheme == QuantScheme::kPredicted ? copy->prediction.quality
+                                                                          : copy->quality;
+  target[static_cast<size_t>(level - 1)] = quality;
   copy->Finalize();
   return Profile(std::move(copy));
 }

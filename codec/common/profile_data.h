@@ -36,6 +36,42 @@ struct ProfileTransform {
   std::vector<LevelQuality> quality;          // [level - 1], measured with this scheme
 };
 
+// The predicted scheme's data for one level: kept residual components and tables per (layer, K/V); the
+// steps are the transform level's.
+struct ProfilePredictionLevel {
+  std::vector<uint32_t> kept;  // [layer][K/V]
+  codec::TableBank bank;       // index over [layer][K/V][component]
+};
+
+// The predicted scheme (docs/codec.md, "Predicted"). Slices in decode order s = 2 x layer + K/V;
+// slice s is predicted from the reconstructed rows of its input slices (PredictorInputs), one block of
+// weights per input slice.
+struct ProfilePrediction {
+  std::vector<float> input_scales;    // [slice][channel]: inv_grid, a power of two (quantizer.h)
+  std::vector<float> bias;            // [slice][channel]
+  std::vector<int16_t> weights;       // [block][input channel][channel], blocks in slice order
+  std::vector<float> weight_scales;   // [block][channel]
+  std::vector<int16_t> bases;         // [slice][component][channel]: the residual's basis, as the transform's
+  std::vector<ProfilePredictionLevel> levels;  // [level - 1]
+  std::vector<LevelQuality> quality;           // [level - 1], measured with this scheme
+};
+
+// The input slices of slice s = 2 x layer + kv, in block order: keys of layer l > 0 read layer l - 1's
+// keys and values; values read those and this layer's keys (layer 0's values: its keys only). Returns
+// their count (0..3); *first_block: the number of blocks of the slices before s.
+inline int PredictorInputs(int slice, int inputs[3], size_t* first_block = nullptr) {
+  const auto count = [](int s) { return s == 0 ? 0 : s == 1 ? 1 : s % 2 == 0 ? 2 : 3; };
+  if (first_block) {
+    size_t before = 0;
+    for (int s = 0; s < slice; ++s) before += static_cast<size_t>(count(s));
+    *first_block = before;
+  }
+  const int layer = slice / 2, n = count(slice);
+  if (layer > 0) inputs[0] = 2 * (layer - 1), inputs[1] = 2 * (layer - 1) + 1;
+  if (slice % 2 == 1) inputs[n - 1] = 2 * layer;
+  return n;
+}
+
 struct ProfileData {
   std::string model;
   int layers = 0;
@@ -46,6 +82,8 @@ struct ProfileData {
   std::vector<ProfileLevelData> levels;  // [level - 1]
   bool has_transform = false;
   ProfileTransform transform;
+  bool has_prediction = false;  // only with a transform (its rope and level steps)
+  ProfilePrediction prediction;
   std::vector<uint8_t> bytes;            // canonical serialisation (set by Finalize)
   uint64_t hash = 0;
 
@@ -56,6 +94,9 @@ struct ProfileData {
   // The basis of (layer, K/V): channels x channels, row j = component j.
   const int16_t* Basis(int layer, int kv) const {
     return transform.bases.data() + Index(layer, kv, 0) * static_cast<size_t>(channels);
+  }
+  const int16_t* ResidualBasis(int slice) const {
+    return prediction.bases.data() + static_cast<size_t>(slice) * static_cast<size_t>(channels) * static_cast<size_t>(channels);
   }
   // Serialises the fields into bytes and computes hash.
   void Finalize();

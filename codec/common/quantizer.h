@@ -63,6 +63,33 @@ KVSTREAM_HD float AddEscapedComponent(float y, float weight, float scaled_step, 
   return AddRn(y, MulRn(MulRn(weight, scaled_step), static_cast<float>(basis)));
 }
 
+// Predicted scheme (docs/format.md, "Scheme 4"): a slice's rows start from a prediction, then add the
+// transform's dequantised residual like DequantTransform adds it to the mean. The prediction reads the
+// earlier slices' reconstructed rows as integers z = round(y * inv_grid) (ties to even) clamped to
+// +-kMaxPredictorInput, inv_grid a power of two per (slice, channel), so that its products are int16 x
+// int16 sums, exact in int32 as the transform's are: base_c = bias_c, then for each input block b in
+// order base_c = base_c + f32(acc_b[c]) * scale_b[c], acc_b[c] = sum_i z_i * P_b[i][c].
+inline constexpr int kMaxPredictorInput = 2047;
+// The largest |P| a block of `inputs` inputs may hold, so that its int32 sum cannot overflow.
+inline int MaxPredictorWeight(int64_t inputs) {
+  const int64_t bound = INT32_MAX / (inputs * kMaxPredictorInput);
+  return static_cast<int>(bound < 32767 ? bound : 32767);
+}
+// Branch-free, so that a row's loop vectorises: (v + kMagic) - kMagic rounds |v| < 2^22 to the nearest
+// integer (ties to even) and leaves larger and infinite values beyond the clamp; NaN (from a hostile
+// escape value) fails every comparison and gives 0.
+KVSTREAM_HD int16_t PredictorInput(float y, float inv_grid) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  const float limit = static_cast<float>(kMaxPredictorInput);
+  const float v = MulRn(y, inv_grid);
+  const float r = AddRn(AddRn(v, kMagic), -kMagic);
+  const float clamped = r > limit ? limit : (r < -limit ? -limit : r);
+  return static_cast<int16_t>(v == v ? clamped : 0.0f);
+}
+KVSTREAM_HD float AddPrediction(float base, int32_t acc, float scale) {
+  return AddRn(base, MulRn(static_cast<float>(acc), scale));
+}
+
 // CacheGen scheme: the (layer, token) step is max|x| / C with C = bins / 2 - 1; x' = q * step.
 KVSTREAM_HD int CacheGenRange(int bins) { return bins / 2 - 1; }
 KVSTREAM_HD float CacheGenStep(uint16_t max_abs_fp16, int bins) {

@@ -16,6 +16,9 @@
 #include "codec/common/profile_data.h"
 #include "codec/common/quantizer.h"
 #include "codec/common/rans.h"
+#include "codec/common/transform_sum.h"
+#include "codec/compress/coded_symbols.h"
+#include "codec/compress/predicted_slice.h"
 #include "codec/compress/table_clustering.h"
 #include "codec/compress/transform_projection.h"
 #include "common/half.h"
@@ -74,81 +77,9 @@ struct SegmentJob {
   int kv;
 };
 
-// The symbols of one lossy segment, plus what a table-driven encoder needs.
-struct Symbols {
-  std::vector<uint8_t> symbols;   // [tokens][channels]
-  std::vector<uint16_t> escapes;  // fp16 values of the escape symbols, in order
-};
-
-// The symbols a model codes besides the escape symbol, when they form one run [lo, hi] (true of the
-// profile's smoothed tables): then "codable" is two compares instead of a table lookup.
-bool CodableRun(const codec::RansModel& model, uint8_t* lo, uint8_t* hi) {
-  const uint16_t* f = model.frequencies();
-  int first = 0, last = 0;
-  for (int s = 1; s < 256; ++s) {
-    if (f[s] == 0) continue;
-    if (first == 0) first = s;
-    last = s;
-  }
-  if (first == 0) return false;
-  for (int s = first; s <= last; ++s) {
-    if (f[s] == 0) return false;
-  }
-  *lo = static_cast<uint8_t>(first);
-  *hi = static_cast<uint8_t>(last);
-  return true;
-}
-
-static_assert(codec::kEscapeSymbol == 0, "EscapeUncodable clears out-of-run symbols to the escape");
-
-// Escapes every symbol the channel's model cannot code (frequency 0), keeping its value exact-ish, and
-// collects the fp16 values of all escape symbols in order. x: the values the symbols were quantised
-// from, [tokens][channels].
-void EscapeUncodable(const std::vector<const codec::RansModel*>& models, const float* x, Symbols* s) {
-  const size_t channels = models.size();
-  s->escapes.clear();
-  // Runs per channel, looked up once per distinct model (a bank has at most a few dozen).
-  std::vector<uint8_t> lo(channels), span(channels);  // span = hi - lo
-  std::vector<std::pair<const codec::RansModel*, std::pair<uint8_t, uint8_t>>> seen;
-  bool all_runs = true;
-  for (size_t c = 0; c < channels && all_runs; ++c) {
-    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& e) { return e.first == models[c]; });
-    if (it == seen.end()) {
-      uint8_t l = 0, h = 0;
-      all_runs = CodableRun(*models[c], &l, &h);
-      it = seen.insert(seen.end(), {models[c], {l, h}});
-    }
-    lo[c] = it->second.first;
-    span[c] = static_cast<uint8_t>(it->second.second - it->second.first);
-  }
-  for (size_t row = 0; row < s->symbols.size(); row += channels) {
-    uint8_t* sym = s->symbols.data() + row;
-    if (all_runs) {
-      // Branch-free byte arithmetic, so that it vectorises: v is outside [lo, hi] when v - lo (mod 256)
-      // exceeds hi - lo. The escape symbol (0) is below every run, so it counts as outside and stays 0.
-      uint8_t any_out = 0;
-      for (size_t c = 0; c < channels; ++c) {
-        const uint8_t v = sym[c];
-        const uint8_t out = static_cast<uint8_t>(v - lo[c]) > span[c] ? 0xff : 0;
-        sym[c] = static_cast<uint8_t>(v & ~out);
-        any_out |= out;
-      }
-      if (any_out == 0) continue;
-    } else {
-      for (size_t c = 0; c < channels; ++c) {
-        // Covers the escape itself when the model gives it frequency 0 (RansEncode then reports it).
-        if (models[c]->frequencies()[sym[c]] == 0) sym[c] = codec::kEscapeSymbol;
-      }
-    }
-    for (size_t c = 0; c < channels; ++c) {
-      if (sym[c] == codec::kEscapeSymbol) s->escapes.push_back(FloatToHalf(x[row + c]));
-    }
-  }
-}
-
 // Writes u32 stream bytes, u32 escape count, the sink rows, `params`, the stream and the escapes, and
 // records the entropy stage's cost in *stats (if not null; the ideal size costs a pass over the symbols).
-Status FinishLossySegment(const std::vector<uint16_t>& sinks, const std::vector<uint8_t>& params, const Symbols& s,
+Status FinishLossySegment(const std::vector<uint16_t>& sinks, const std::vector<uint8_t>& params, const codec::Symbols& s,
                           const std::vector<const codec::RansModel*>& models, std::vector<uint8_t>* out,
                           EncodeStats* stats) {
   if (s.escapes.size() > std::numeric_limits<uint32_t>::max()) return Status::ResourceExhausted("segment exceeds 4 GiB");
@@ -175,7 +106,7 @@ Status FinishLossySegment(const std::vector<uint16_t>& sinks, const std::vector<
 }
 
 // Chooses the in-chunk bank (size and grouping) with the fewest total bits for these symbols.
-Result<codec::TableBank> BestInChunkBank(const Symbols& s, size_t channels) {
+Result<codec::TableBank> BestInChunkBank(const codec::Symbols& s, size_t channels) {
   std::vector<codec::Histogram> hist(channels);
   for (auto& h : hist) h.fill(0);
   for (size_t row = 0; row < s.symbols.size(); row += channels) {
@@ -250,7 +181,7 @@ Status EncodeChannelUniform(const SegmentJob& job, const LevelSpec& spec, const 
     pw.F32(s);
     for (int64_t c = 0; c < channels; ++c) pw.U16(FloatToHalf(mean[c]));
   }
-  Symbols s;
+  codec::Symbols s;
   s.symbols.resize(static_cast<size_t>(coded * channels));
   std::vector<float> inv(static_cast<size_t>(channels));
   for (int64_t c = 0; c < channels; ++c) inv[c] = 1.0f / step[c];
@@ -270,7 +201,7 @@ Status EncodeChannelUniform(const SegmentJob& job, const LevelSpec& spec, const 
     models = bank.ChannelModels(0, static_cast<size_t>(channels));
     codec::WriteTableBank(bank, pw);
   }
-  EscapeUncodable(models, x, &s);
+  codec::EscapeUncodable(models, x, &s);
   KVSTREAM_RETURN_IF_ERROR(FinishLossySegment(sink_values, params, s, models, out, stats));
   if (stats) stats->table_bytes = params.size();
   return Status::Ok();
@@ -304,12 +235,76 @@ Status EncodeTransform(const SegmentJob& job, const LevelSpec& spec, const Profi
   }
   std::vector<float> weights(static_cast<size_t>(coded * kept));
   codec::ProjectRows(centred.data(), coded, channels, d.Basis(layer, job.kv), kept, inv_step, weights.data());
-  Symbols s;
+  codec::Symbols s;
   s.symbols.resize(weights.size());
   for (size_t i = 0; i < weights.size(); ++i) s.symbols[i] = codec::QuantizeToSymbol(weights[i], 0.0f, 1.0f);
   const std::vector<const codec::RansModel*> models = lvl.bank.ChannelModels(d.Index(layer, job.kv, 0), static_cast<size_t>(kept));
-  EscapeUncodable(models, weights.data(), &s);
+  codec::EscapeUncodable(models, weights.data(), &s);
   return FinishLossySegment(sink_values, {}, s, models, out, stats);
+}
+
+// Rows a predicted chunk codes per task: enough for full tiles in the integer sums, few enough for several
+// tasks per chunk.
+constexpr int64_t kPredictedRowBlock = 64;
+
+// Predicted scheme (docs/codec.md): positions are independent, layers are not, so blocks of coded rows go
+// through every slice in decode order in parallel. Each slice's rows (de-rotated keys, or values) minus
+// their prediction from the slices before are projected on the residual basis and quantised like the
+// transform's weights; the rows are then reconstructed exactly as the decoder will (PredictedRows), since
+// the next slices predict from that. Then each slice's symbols, in row order, make its segment.
+Status EncodePredicted(const ChunkInput& chunk, const LevelSpec& spec, const Profile& profile, int64_t sinks,
+                       const codec::RopeTable& rope, const EncodeOptions& options,
+                       std::vector<std::vector<uint8_t>>* payloads, std::vector<EncodeStats>* stats) {
+  const ProfileData& d = profile.data();
+  const int64_t tokens = chunk.keys.tokens(), n_c = chunk.keys.channels();
+  const size_t slices = static_cast<size_t>(chunk.keys.layers()) * 2;
+  const size_t level = static_cast<size_t>(spec.level - 1);
+  const ProfileTransformLevel& steps = d.transform.levels[level];
+  const ProfilePredictionLevel& lvl = d.prediction.levels[level];
+  const int64_t rows = tokens - sinks, z_stride = codec::WeightStride(n_c);
+  const size_t blocks = static_cast<size_t>((rows + kPredictedRowBlock - 1) / kPredictedRowBlock);
+  std::vector<std::vector<codec::Symbols>> parts(slices, std::vector<codec::Symbols>(blocks));
+  const auto view = [&](size_t slice) -> const TensorView& { return slice % 2 == 0 ? chunk.keys : chunk.values; };
+  KVSTREAM_RETURN_IF_ERROR(codec::RunParallel(blocks, options.threads, options.parallel_for, [&](size_t b) -> Status {
+    const int64_t first = static_cast<int64_t>(b) * kPredictedRowBlock, n = std::min(kPredictedRowBlock, rows - first);
+    codec::PredictedSliceCoder coder(d);
+    std::vector<int16_t> z(static_cast<size_t>(4 * n * z_stride));  // as in the decoder: layers l - 1 and l, K and V
+    const auto z_of = [&](size_t slice) { return z.data() + ((slice / 2) % 2 * 2 + slice % 2) * n * z_stride; };
+    std::vector<float> targets(static_cast<size_t>(n * n_c));
+    for (size_t slice = 0; slice < slices; ++slice) {
+      const int layer = static_cast<int>(slice / 2), kv = static_cast<int>(slice % 2);
+      for (int64_t r = 0; r < n; ++r) {
+        float* y = targets.data() + r * n_c;
+        LoadRow(view(slice), layer, sinks + first + r, y);
+        if (kv == 0) rope.Unrotate(y, sinks + first + r, static_cast<int>(n_c));
+      }
+      int input_slices[3];
+      const int16_t* inputs[3];
+      const int input_count = PredictorInputs(static_cast<int>(slice), input_slices);
+      for (int i = 0; i < input_count; ++i) inputs[i] = z_of(static_cast<size_t>(input_slices[i]));
+      const int64_t kept = lvl.kept[slice];
+      const auto models = lvl.bank.ChannelModels(d.Index(layer, kv, 0), static_cast<size_t>(kept));
+      coder.Code(static_cast<int>(slice), targets.data(), inputs, n, kept, steps.steps[slice], &models, &parts[slice][b],
+                 z_of(slice));
+    }
+    return Status::Ok();
+  }));
+  return codec::RunParallel(slices, options.threads, options.parallel_for, [&](size_t slice) -> Status {
+    const int layer = static_cast<int>(slice / 2), kv = static_cast<int>(slice % 2);
+    codec::Symbols s;
+    for (const codec::Symbols& part : parts[slice]) {
+      s.symbols.insert(s.symbols.end(), part.symbols.begin(), part.symbols.end());
+      s.escapes.insert(s.escapes.end(), part.escapes.begin(), part.escapes.end());
+    }
+    std::vector<uint16_t> sink_values(static_cast<size_t>(sinks * n_c));
+    std::vector<float> row(static_cast<size_t>(n_c));
+    for (int64_t t = 0; t < sinks; ++t) {
+      LoadRow(view(slice), layer, t, row.data());
+      for (int64_t c = 0; c < n_c; ++c) sink_values[static_cast<size_t>(t * n_c + c)] = FloatToHalf(row[c]);
+    }
+    const auto models = lvl.bank.ChannelModels(d.Index(layer, kv, 0), static_cast<size_t>(lvl.kept[slice]));
+    return FinishLossySegment(sink_values, {}, s, models, &(*payloads)[slice], stats ? &(*stats)[slice] : nullptr);
+  });
 }
 
 Status EncodeCacheGen(const SegmentJob& job, const LevelSpec& spec, std::vector<uint8_t>* out, EncodeStats* stats) {
@@ -320,7 +315,7 @@ Status EncodeCacheGen(const SegmentJob& job, const LevelSpec& spec, std::vector<
   std::vector<uint8_t> params;
   ByteWriter pw(&params);
   pw.U8(static_cast<uint8_t>(bins));
-  Symbols s;
+  codec::Symbols s;
   s.symbols.resize(static_cast<size_t>(tokens * channels));
   for (int64_t t = 0; t < tokens; ++t) {
     const float* row = x.get() + t * channels;
@@ -346,7 +341,7 @@ Status EncodeCacheGen(const SegmentJob& job, const LevelSpec& spec, std::vector<
   KVSTREAM_ASSIGN_OR_RETURN(codec::TableBank bank, BestInChunkBank(s, static_cast<size_t>(channels)));
   const auto models = bank.ChannelModels(0, static_cast<size_t>(channels));
   codec::WriteTableBank(bank, pw);
-  EscapeUncodable(models, x.get(), &s);
+  codec::EscapeUncodable(models, x.get(), &s);
   KVSTREAM_RETURN_IF_ERROR(FinishLossySegment({}, params, s, models, out, stats));
   if (stats) stats->table_bytes = params.size() - static_cast<size_t>(2 * tokens);  // the token scales are not tables
   return Status::Ok();
@@ -417,12 +412,16 @@ Status ValidateInput(const ChunkInput& chunk, const EncodeOptions& options, cons
   }
   if (!IsLossyLevel(options.level)) return Status::Ok();
   if (options.scheme != QuantScheme::kChannelUniform && options.scheme != QuantScheme::kCacheGenToken &&
-      options.scheme != QuantScheme::kTransform) {
+      options.scheme != QuantScheme::kTransform && options.scheme != QuantScheme::kPredicted) {
     return Status::InvalidArgument("encode: unknown scheme " + std::to_string(static_cast<int>(options.scheme)));
   }
-  if (options.scheme == QuantScheme::kTransform && (options.profile == nullptr || !options.profile->has_transform())) {
-    return Status::InvalidArgument("encode: scheme transform needs a profile learned with a transform "
-                                   "(ProfileOptions::transform, kvstream profile --transform)");
+  const bool needs_profile = options.scheme == QuantScheme::kTransform || options.scheme == QuantScheme::kPredicted;
+  if (needs_profile && (options.profile == nullptr || !options.profile->Supports(options.scheme))) {
+    return Status::InvalidArgument(options.scheme == QuantScheme::kTransform
+                                       ? "encode: scheme transform needs a profile learned with a transform "
+                                         "(ProfileOptions::transform, kvstream profile --transform)"
+                                       : "encode: scheme predicted needs a profile learned with a prediction "
+                                         "(ProfileOptions::predict, kvstream profile --transform --predict)");
   }
   const std::vector<LevelSpec>* ladder = nullptr;
   if (options.profile) {
@@ -448,6 +447,7 @@ const char* QuantSchemeName(QuantScheme scheme) {
     case QuantScheme::kChannelUniform: return "channel-uniform";
     case QuantScheme::kCacheGenToken: return "cachegen-token";
     case QuantScheme::kTransform: return "transform";
+    case QuantScheme::kPredicted: return "predicted";
   }
   return "unknown";
 }
@@ -475,10 +475,10 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
   std::vector<EncodeStats> seg_stats(jobs.size());
   const int64_t sinks = lossy && options.scheme != QuantScheme::kCacheGenToken ? codec::SinkRows(chunk.token_begin, tokens) : 0;
   std::optional<codec::RopeTable> rope;  // the chunk's positions, shared by its key segments
-  if (lossy && options.scheme == QuantScheme::kTransform) {
+  if (lossy && (options.scheme == QuantScheme::kTransform || options.scheme == QuantScheme::kPredicted)) {
     rope.emplace(options.profile->data().transform.rope, chunk.token_begin, tokens);
   }
-  KVSTREAM_RETURN_IF_ERROR(codec::RunParallel(jobs.size(), options.threads, options.parallel_for, [&](size_t i) -> Status {
+  const auto encode_segment = [&](size_t i) -> Status {
     const SegmentJob& job = jobs[i];
     std::vector<uint8_t>* out = &payloads[i];
     if (level == kLevelText) {
@@ -504,7 +504,11 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
     if (options.scheme == QuantScheme::kCacheGenToken) return EncodeCacheGen(job, *spec, out, stats);
     if (options.scheme == QuantScheme::kTransform) return EncodeTransform(job, *spec, *options.profile, sinks, *rope, out, stats);
     return EncodeChannelUniform(job, *spec, uses_profile ? options.profile : nullptr, sinks, out, stats);
-  }));
+  };
+  KVSTREAM_RETURN_IF_ERROR(lossy && options.scheme == QuantScheme::kPredicted
+                               ? EncodePredicted(chunk, *spec, *options.profile, sinks, *rope, options, &payloads,
+                                                 options.stats ? &seg_stats : nullptr)
+                               : codec::RunParallel(jobs.size(), options.threads, options.parallel_for, encode_segment));
   if (options.stats) {
     EncodeStats sum;
     for (const EncodeStats& st : seg_stats) {

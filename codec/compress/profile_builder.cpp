@@ -9,6 +9,10 @@
 #include "codec/common/key_rotation.h"
 #include "codec/common/parallel.h"
 #include "codec/common/quantizer.h"
+#include "codec/common/transform_sum.h"
+#include "codec/compress/matrix_rows.h"
+#include "codec/compress/predicted_slice.h"
+#include "codec/compress/ridge_regression.h"
 #include "codec/compress/symmetric_eigen.h"
 #include "codec/compress/transform_projection.h"
 #include "codec/compress/table_clustering.h"
@@ -69,6 +73,66 @@ Status CheckRope(const RopeSpec& rope, int channels) {
     return Status::InvalidArgument("profile: unknown rope layout");
   }
   return Status::Ok();
+}
+
+// The unit eigenvectors as the profile stores a basis: round(u * 2^kBasisScaleBits), row j = component j.
+void QuantiseBasis(const codec::Eigen& eigen, int16_t* basis) {
+  constexpr double kScale = 1 << codec::kBasisScaleBits;
+  for (size_t i = 0; i < eigen.vectors.size(); ++i) {
+    basis[i] = static_cast<int16_t>(std::clamp(std::lround(eigen.vectors[i] * kScale), -(1L << codec::kBasisScaleBits),
+                                               1L << codec::kBasisScaleBits));
+  }
+}
+
+// The components of a level above its noise floor (reverse water-filling): variance > step^2 / 12.
+uint32_t KeptComponents(const std::vector<double>& variances, float step) {
+  uint32_t kept = 0;
+  while (kept < variances.size() && variances[kept] > static_cast<double>(step) * step / 12.0) ++kept;
+  return kept;
+}
+
+// The histograms a level's tables are learned from: those of the kept components' symbols; the others
+// are never coded and get a token weight, so that they do not pull the clustering.
+void CountComponents(const codec::Symbols& symbols, size_t kept, size_t components, codec::Histogram* hist) {
+  for (size_t j = kept; j < components; ++j) hist[j][codec::kSymbolZero] = 1;
+  for (size_t i = 0; i < symbols.symbols.size(); ++i) ++hist[i % kept][symbols.symbols[i]];
+}
+
+// The predictor's input scale of each of a slice's channels (rows: n x c_n): the power of two that maps
+// the largest |value| to at most 3/4 of kMaxPredictorInput, leaving room for contexts beyond the samples.
+void InputScales(const float* rows, int64_t n, size_t c_n, float* scale) {
+  for (size_t c = 0; c < c_n; ++c) {
+    float largest = 0;
+    for (int64_t r = 0; r < n; ++r) largest = std::max(largest, std::fabs(rows[static_cast<size_t>(r) * c_n + c]));
+    const int exponent = largest > 0 ? static_cast<int>(std::ceil(std::log2(largest / (0.75 * codec::kMaxPredictorInput)))) : 0;
+    scale[c] = std::ldexp(1.0f, -std::clamp(exponent, -59, 60));
+  }
+}
+
+// One predictor block as the profile stores it: the fitted weights w (c_n x c_n, on the input's rows in
+// their own units) turned into weights on its integers z (w / inv_grid), each output column on an int16
+// grid of its own (its largest |weight| at max_weight) with that grid's scale.
+void QuantiseBlock(const double* w, const float* input_scale, size_t c_n, int max_weight, int16_t* weights, float* scales) {
+  const auto on_z = [&](size_t i, size_t c) { return w[i * c_n + c] / input_scale[i]; };
+  for (size_t c = 0; c < c_n; ++c) {
+    double largest = 0;
+    for (size_t i = 0; i < c_n; ++i) largest = std::max(largest, std::fabs(on_z(i, c)));
+    scales[c] = static_cast<float>(largest / max_weight);
+    if (!(scales[c] > 0.0f)) continue;  // no weight (or one below float's range): the column adds 0
+    for (size_t i = 0; i < c_n; ++i) {
+      weights[i * c_n + c] = static_cast<int16_t>(std::clamp<long>(std::lround(on_z(i, c) / scales[c]), -max_weight, max_weight));
+    }
+  }
+}
+
+// out = a^T b for a [rows][n], b [rows][m] (row-major), in double from float products.
+std::vector<double> CrossProducts(const std::vector<float>& a, int64_t rows, int64_t n, const float* b, int64_t m) {
+  std::vector<float> at(static_cast<size_t>(n * rows));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i) at[static_cast<size_t>(i * rows + r)] = a[static_cast<size_t>(r * n + i)];
+  std::vector<float> product(static_cast<size_t>(n * m));
+  codec::MultiplyRows(at.data(), n, rows, b, m, product.data());
+  return std::vector<double>(product.begin(), product.end());
 }
 
 }  // namespace
@@ -191,7 +255,11 @@ Result<Profile> ProfileBuilder::Build() const {
     KVSTREAM_ASSIGN_OR_RETURN(level.bank, ProfileBank(hist, options_.max_tables));
     d->levels.push_back(std::move(level));
   }
+  if (options_.predict && !options_.transform) {
+    return Status::InvalidArgument("profile: the predicted scheme needs the transform (ProfileOptions::transform)");
+  }
   if (options_.transform) KVSTREAM_RETURN_IF_ERROR(BuildTransform(slice_rms, d.get()));
+  if (options_.predict) KVSTREAM_RETURN_IF_ERROR(BuildPrediction(d.get()));
   d->Finalize();
   return Profile(std::move(d));
 }
@@ -260,11 +328,7 @@ Status ProfileBuilder::BuildTransform(const std::vector<float>& slice_rms, Profi
     const codec::Eigen eigen = codec::SymmetricEigen(std::move(cov), channels);
     const size_t first = d->Index(l, kv, 0);
     int16_t* basis = tr.bases.data() + first * c_n;
-    constexpr double kScale = 1 << codec::kBasisScaleBits;
-    for (size_t i = 0; i < c_n * c_n; ++i) {
-      basis[i] = static_cast<int16_t>(std::clamp(std::lround(eigen.vectors[i] * kScale), -(1L << codec::kBasisScaleBits),
-                                                 1L << codec::kBasisScaleBits));
-    }
+    QuantiseBasis(eigen, basis);
     for (size_t c = 0; c < c_n; ++c) tr.means[first + c] = static_cast<float>(mean[c]);
     // Components of every row, with the mean and basis as stored, as the encoder computes them.
     for (size_t t = 0; t < n; ++t) {
@@ -279,8 +343,7 @@ Status ProfileBuilder::BuildTransform(const std::vector<float>& slice_rms, Profi
       float step = slice_rms[slice] * spec.step_multiplier[kv] * (l < spec.fine_layers[kv] ? spec.fine_factor : 1.0f);
       if (!std::isfinite(step) || !(step > 0.0f)) step = 1.0f;
       level.steps[slice] = step;
-      uint32_t kept = 0;
-      while (kept < c_n && eigen.values[kept] > static_cast<double>(step) * step / 12.0) ++kept;
+      const uint32_t kept = KeptComponents(eigen.values, step);
       level.kept[slice] = kept;
       const float inv = 1.0f / step;
       for (size_t j = 0; j < c_n; ++j) {
@@ -299,6 +362,170 @@ Status ProfileBuilder::BuildTransform(const std::vector<float>& slice_rms, Profi
     KVSTREAM_ASSIGN_OR_RETURN(tr.levels[i].bank, ProfileBank(hist[i], options_.max_tables));
   }
   d->has_transform = true;
+  return Status::Ok();
+}
+
+
+// The predicted scheme (docs/codec.md, "Predicted"). Slice by slice in decode order, over the
+// samples' positions past the sinks: each channel's integer grid (the power of two that maps the largest
+// |value| to at most 3/4 of kMaxPredictorInput); a ridge least-squares fit of the rows on their input
+// slices' integer rows as the fit level reconstructs them (closed loop: the fit sees what a decoder
+// holds, never the exact rows), quantised per (block, column); the residual's mean folded into the bias;
+// the residual's PCA basis; then the rows coded at the fit level, for the next slices' inputs. Then every
+// level codes the samples through all slices with those predictors and bases, and learns its tables
+// from what it coded.
+Status ProfileBuilder::BuildPrediction(ProfileData* d) const {
+  const int layers = d->layers, channels = d->channels, slices = 2 * layers;
+  const size_t c_n = static_cast<size_t>(channels);
+  const int64_t z_stride = codec::WeightStride(channels);
+  ProfilePrediction& p = d->prediction;
+  int input_slices[3];
+  size_t blocks = 0;
+  PredictorInputs(slices, input_slices, &blocks);  // the blocks of every slice
+  p.input_scales.assign(static_cast<size_t>(slices) * c_n, 1.0f);
+  p.bias.assign(static_cast<size_t>(slices) * c_n, 0.0f);
+  p.weights.assign(blocks * c_n * c_n, 0);
+  p.weight_scales.assign(blocks * c_n, 0.0f);
+  p.bases.assign(static_cast<size_t>(slices) * c_n * c_n, 0);
+  p.levels.assign(d->ladder.size(), ProfilePredictionLevel{});
+  p.quality.assign(d->ladder.size(), LevelQuality{});
+  d->has_prediction = true;
+
+  std::vector<codec::RopeTable> rope;
+  int64_t n = 0;
+  for (int64_t n_s : sample_tokens_) {
+    rope.emplace_back(options_.rope, 0, n_s);
+    n += std::max<int64_t>(0, n_s - codec::kSinkPositions);
+  }
+  if (n < 2 * channels) {
+    return Status::InvalidArgument("profile: the predicted scheme needs at least " + std::to_string(2 * channels) +
+                                   " sample positions past the sinks (several thousand to fit well), the samples have " +
+                                   std::to_string(n));
+  }
+  // The slice's rows as the encoder sees them: de-rotated keys, or values, non-finite values as 0.
+  const auto load_rows = [&](int slice, float* out) {
+    const int l = slice / 2, kv = slice % 2;
+    for (size_t s = 0; s < sample_tokens_.size(); ++s) {
+      const float* x = samples_[kv][s].data() + static_cast<size_t>(l) * static_cast<size_t>(sample_tokens_[s]) * c_n;
+      for (int64_t t = codec::kSinkPositions; t < sample_tokens_[s]; ++t, out += c_n) {
+        for (size_t c = 0; c < c_n; ++c) out[c] = std::isfinite(x[t * channels + c]) ? x[t * channels + c] : 0.0f;
+        if (kv == 0) rope[s].Unrotate(out, t, channels);
+      }
+    }
+  };
+  const auto step_of = [&](size_t level, int slice) { return d->transform.levels[level].steps[static_cast<size_t>(slice)]; };
+  // The integer rows of the last two layers' slices, as in the decoder.
+  const auto z_slot = [&](std::vector<int16_t>& z, int slice) {
+    return z.data() + static_cast<size_t>((slice / 2) % 2 * 2 + slice % 2) * static_cast<size_t>(n * z_stride);
+  };
+  const size_t fit = static_cast<size_t>(std::clamp<Level>(options_.predict_fit_level, 1, static_cast<Level>(d->ladder.size())) - 1);
+  const int max_weight = codec::MaxPredictorWeight(channels);
+  std::vector<std::vector<double>> variances(static_cast<size_t>(slices));
+  std::vector<int16_t> z(4 * static_cast<size_t>(n * z_stride));
+  std::vector<float> rows(static_cast<size_t>(n) * c_n), features;
+  codec::PredictedRows predictor(*d);
+  codec::PredictedSliceCoder coder(*d);
+  codec::Symbols symbols;
+  for (int slice = 0; slice < slices; ++slice) {
+    load_rows(slice, rows.data());
+    InputScales(rows.data(), n, c_n, p.input_scales.data() + static_cast<size_t>(slice) * c_n);
+    // Least squares of the rows on the inputs, centred (an intercept the ridge does not shrink), with the
+    // inputs in the rows' own units z / inv_grid (so the ridge weighs every channel alike).
+    size_t first_block = 0;
+    const int input_count = PredictorInputs(slice, input_slices, &first_block);
+    const int64_t width = int64_t{input_count} * channels;
+    const int16_t* inputs[3];
+    for (int b = 0; b < input_count; ++b) inputs[b] = z_slot(z, input_slices[b]);
+    features.resize(static_cast<size_t>(n * width));
+    std::vector<double> feature_mean(static_cast<size_t>(width), 0.0), row_mean(c_n, 0.0);
+    for (int64_t r = 0; r < n; ++r) {
+      float* f = features.data() + r * width;
+      for (int b = 0; b < input_count; ++b) {
+        const float* scale = p.input_scales.data() + static_cast<size_t>(input_slices[b]) * c_n;
+        for (int64_t c = 0; c < channels; ++c) f[b * channels + c] = inputs[b][r * z_stride + c] / scale[c];
+      }
+      for (int64_t i = 0; i < width; ++i) feature_mean[static_cast<size_t>(i)] += f[i];
+      for (size_t c = 0; c < c_n; ++c) row_mean[c] += rows[static_cast<size_t>(r) * c_n + c];
+    }
+    for (double& m : feature_mean) m /= static_cast<double>(n);
+    for (double& m : row_mean) m /= static_cast<double>(n);
+    std::vector<float> centred_rows(rows.size());
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t i = 0; i < width; ++i) features[static_cast<size_t>(r * width + i)] -= static_cast<float>(feature_mean[static_cast<size_t>(i)]);
+      for (size_t c = 0; c < c_n; ++c) {
+        const size_t at = static_cast<size_t>(r) * c_n + c;
+        centred_rows[at] = rows[at] - static_cast<float>(row_mean[c]);
+      }
+    }
+    std::vector<double> w;  // width x channels, in the rows' units
+    if (width > 0 && !codec::SolveRidge(CrossProducts(features, n, width, features.data(), width), static_cast<int>(width),
+                                        CrossProducts(features, n, width, centred_rows.data(), channels), channels,
+                                        options_.predict_ridge, &w)) {
+      return Status::Internal("profile: the predictor of slice " + std::to_string(slice) + " has singular normal equations");
+    }
+    float* bias = p.bias.data() + static_cast<size_t>(slice) * c_n;
+    for (size_t c = 0; c < c_n; ++c) {
+      double b0 = row_mean[c];
+      for (int64_t i = 0; i < width; ++i) b0 -= w[static_cast<size_t>(i) * c_n + c] * feature_mean[static_cast<size_t>(i)];
+      bias[c] = static_cast<float>(b0);
+    }
+    for (int b = 0; b < input_count; ++b) {
+      const size_t block = first_block + static_cast<size_t>(b);
+      QuantiseBlock(w.data() + static_cast<size_t>(b) * c_n * c_n, p.input_scales.data() + static_cast<size_t>(input_slices[b]) * c_n,
+                    c_n, max_weight, p.weights.data() + block * c_n * c_n, p.weight_scales.data() + block * c_n);
+    }
+    // What the quantised predictor leaves of the mean goes into the bias, so the residual basis is centred.
+    for (int pass = 0; pass < 2; ++pass) {
+      const float* base = predictor.Predict(slice, inputs, n);
+      std::vector<double> mean(c_n, 0.0);
+      for (size_t i = 0; i < rows.size(); ++i) mean[i % c_n] += rows[i] - base[i];
+      if (pass == 0) {
+        for (size_t c = 0; c < c_n; ++c) bias[c] += static_cast<float>(mean[c] / static_cast<double>(n));
+        continue;
+      }
+      std::vector<float> residual(rows.size());
+      for (size_t i = 0; i < rows.size(); ++i) residual[i] = rows[i] - base[i];
+      std::vector<double> cov = CrossProducts(residual, n, channels, residual.data(), channels);
+      for (size_t r = 0; r < c_n; ++r)
+        for (size_t c = 0; c < c_n; ++c) cov[r * c_n + c] = cov[r * c_n + c] / n - (mean[r] / n) * (mean[c] / n);
+      const codec::Eigen eigen = codec::SymmetricEigen(std::move(cov), channels);
+      QuantiseBasis(eigen, p.bases.data() + static_cast<size_t>(slice) * c_n * c_n);
+      variances[static_cast<size_t>(slice)] = eigen.values;
+    }
+    // Coded at the fit level, the rows become the next slices' inputs.
+    const float step = step_of(fit, slice);
+    coder.Code(slice, rows.data(), inputs, n, KeptComponents(variances[static_cast<size_t>(slice)], step), step, nullptr,
+               &symbols, z_slot(z, slice));
+  }
+
+  // Each level: its kept components, then the samples coded through every slice for its tables.
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::vector<codec::Histogram>> hist(d->ladder.size());
+  KVSTREAM_RETURN_IF_ERROR(codec::RunParallel(d->ladder.size(), threads, nullptr, [&](size_t level) -> Status {
+    ProfilePredictionLevel& lvl = p.levels[level];
+    lvl.kept.resize(static_cast<size_t>(slices));
+    hist[level].assign(static_cast<size_t>(slices) * c_n, codec::Histogram{});
+    std::vector<int16_t> level_z(z.size());
+    std::vector<float> level_rows(rows.size());
+    codec::PredictedSliceCoder level_coder(*d);
+    codec::Symbols level_symbols;
+    for (int slice = 0; slice < slices; ++slice) {
+      const float step = step_of(level, slice);
+      const uint32_t kept = KeptComponents(variances[static_cast<size_t>(slice)], step);
+      lvl.kept[static_cast<size_t>(slice)] = kept;
+      int level_inputs[3];
+      const int16_t* inputs[3];
+      const int input_count = PredictorInputs(slice, level_inputs);
+      for (int b = 0; b < input_count; ++b) inputs[b] = z_slot(level_z, level_inputs[b]);
+      load_rows(slice, level_rows.data());
+      level_coder.Code(slice, level_rows.data(), inputs, n, kept, step, nullptr, &level_symbols, z_slot(level_z, slice));
+      CountComponents(level_symbols, kept, c_n, hist[level].data() + static_cast<size_t>(slice) * c_n);
+    }
+    return Status::Ok();
+  }));
+  for (size_t level = 0; level < p.levels.size(); ++level) {
+    KVSTREAM_ASSIGN_OR_RETURN(p.levels[level].bank, ProfileBank(hist[level], options_.max_tables));
+  }
   return Status::Ok();
 }
 

@@ -1,6 +1,8 @@
 // DecodeChunk and DecodeChunkTokens: validate the container, then decode every (layer, K/V) segment
 // into the caller's views, layers in parallel: rANS into a symbol buffer (a layer's keys and values
-// together, two layers' when the CPU's kernel takes four streams), then dequantise.
+// together, two layers' when the CPU's kernel takes four streams), then dequantise. A predicted chunk's
+// layers depend on each other, so its segments are only entropy-decoded in that pass; a second one
+// reconstructs blocks of positions in parallel, each through every layer in order.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,12 +14,13 @@
 #include "codec/common/container_format.h"
 #include "codec/common/key_rotation.h"
 #include "codec/common/parallel.h"
+#include "codec/common/predicted_rows.h"
 #include "codec/common/profile_data.h"
 #include "codec/common/quantizer.h"
 #include "codec/common/rans.h"
 #include "codec/common/table_bank.h"
+#include "codec/common/transform_sum.h"
 #include "codec/decompress/container_reader.h"
-#include "codec/decompress/transform_sum.h"
 #include "common/half.h"
 #include "common/half_rows.h"
 #include "common/int8_row.h"
@@ -27,6 +30,10 @@ namespace kvstream {
 namespace {
 
 using codec::ByteReader;
+
+// Rows a predicted chunk reconstructs per task: enough to keep the integer sums' tiles full, few enough
+// for several tasks per chunk.
+constexpr int64_t kPredictedRowBlock = 64;
 
 // Writes one [token] row of floats into a view, rounding once to its dtype.
 void StoreRow(const TensorView& v, int64_t layer, int64_t token, const float* row) {
@@ -105,15 +112,59 @@ class SegmentDecoder {
   // together (the vector kernels need several streams to keep their gathers busy), all dequantised. The
   // first error found is returned.
   static Status RunLossy(std::optional<SegmentDecoder>* segments, size_t n) {
-    codec::RansDecodeJob jobs[codec::kRansMaxTogether];
     Status rans[codec::kRansMaxTogether];
-    for (size_t i = 0; i < n; ++i) {
-      KVSTREAM_RETURN_IF_ERROR(segments[i]->ParseLossy());
-      jobs[i] = segments[i]->RansJob();
-    }
-    codec::RansDecodeTogether(jobs, n, rans);
+    KVSTREAM_RETURN_IF_ERROR(DecodeSymbols(segments, n, rans));
     for (size_t i = 0; i < n; ++i) KVSTREAM_RETURN_IF_ERROR(segments[i]->Dequantise(rans[i]));
     return Status::Ok();
+  }
+
+  // Predicted segments, first pass (any order): parsed, symbols decoded, sink rows written, the integer
+  // weights and escapes of the coded rows laid out for ReconstructPredicted.
+  static Status PrepareLossy(std::optional<SegmentDecoder>* segments, size_t n) {
+    Status rans[codec::kRansMaxTogether];
+    KVSTREAM_RETURN_IF_ERROR(DecodeSymbols(segments, n, rans));
+    for (size_t i = 0; i < n; ++i) {
+      if (!rans[i].ok()) return rans[i].WithContext(segments[i]->in_.what());
+      segments[i]->StoreSinkRows();
+      KVSTREAM_RETURN_IF_ERROR(segments[i]->ComponentWeights());
+      segments[i]->symbols_.reset();
+    }
+    return Status::Ok();
+  }
+
+  // Predicted chunk, second pass: coded rows [first, first + rows) of every slice, in slice order
+  // (segments[s] is slice s), each predicted from the slices before it (docs/format.md, "Scheme 4").
+  static void ReconstructPredicted(std::optional<SegmentDecoder>* segments, size_t slices, const ProfileData& d,
+                                   int64_t first, int64_t rows) {
+    const int64_t n_c = d.channels, z_stride = codec::WeightStride(n_c);
+    codec::PredictedRows predicted(d);
+    // The integer rows of every slice a later slice reads: the previous layer's and this layer's K and V.
+    std::vector<int16_t> z(static_cast<size_t>(4 * rows * z_stride));
+    const auto z_of = [&](size_t slice) { return z.data() + ((slice / 2) % 2 * 2 + slice % 2) * rows * z_stride; };
+    std::vector<float> y(static_cast<size_t>(rows * n_c));
+    std::vector<codec::EscapedComponent> escapes;
+    for (size_t slice = 0; slice < slices; ++slice) {
+      SegmentDecoder& seg = *segments[slice];
+      int input_slices[3];
+      const int16_t* inputs[3];
+      const int blocks = PredictorInputs(static_cast<int>(slice), input_slices);
+      for (int b = 0; b < blocks; ++b) inputs[b] = z_of(static_cast<size_t>(input_slices[b]));
+      predicted.Predict(static_cast<int>(slice), inputs, rows);
+      const int64_t kept = static_cast<int64_t>(seg.models_.size());
+      escapes.clear();
+      auto it = std::lower_bound(seg.escaped_.begin(), seg.escaped_.end(), first,
+                                 [](const codec::EscapedComponent& e, int64_t row) { return e.row < row; });
+      for (; it != seg.escaped_.end() && it->row < first + rows; ++it) escapes.push_back({it->row - first, it->component, it->weight});
+      predicted.Reconstruct(static_cast<int>(slice), seg.transform_step_, seg.weights_.get() + first * codec::WeightStride(kept),
+                            kept, rows, escapes.data(), escapes.size(), y.data(), z_of(slice));
+      const int64_t sinks = seg.info_.sink_rows;
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = y.data() + r * n_c;
+        const int64_t t = sinks + first + r;
+        if (seg.kv() == 0) seg.rope_->Rotate(row, t, static_cast<int>(n_c));
+        StoreRow(seg.out_, seg.seg_.layer, t, row);
+      }
+    }
   }
 
  private:
@@ -174,19 +225,29 @@ class SegmentDecoder {
     KVSTREAM_RETURN_IF_ERROR(in_.U32(&escape_count_, "escape count"));
     const int64_t sinks = info_.sink_rows;  // validated by the container reader: <= tokens
     const size_t n_c = static_cast<size_t>(channels());
-    transform_ = info_.scheme == QuantScheme::kTransform;
+    transform_ = info_.scheme == QuantScheme::kTransform || info_.scheme == QuantScheme::kPredicted;
     // Symbols per coded row: a value per channel, or a weight per kept component.
     size_t row_symbols = n_c;
     if (transform_) {
-      if (!profile_->has_transform()) {
-        return Status::CorruptData(in_.what() + ": a transform chunk, but its profile has no transform");
+      const bool predicted = info_.scheme == QuantScheme::kPredicted;
+      if (!profile_->has_transform() || (predicted && !profile_->has_prediction())) {
+        return Status::CorruptData(in_.what() + ": a " + QuantSchemeName(info_.scheme) + " chunk, but its profile has no " +
+                                   (predicted ? "prediction" : "transform"));
       }
       const ProfileData& d = profile_->data();
-      const ProfileTransformLevel& lvl = d.transform.levels[static_cast<size_t>(info_.level - 1)];
+      const size_t level = static_cast<size_t>(info_.level - 1);
+      const ProfileTransformLevel& lvl = d.transform.levels[level];
       const size_t slice = static_cast<size_t>(seg_.layer) * 2 + static_cast<size_t>(kv());
-      row_symbols = lvl.kept[slice];
+      const size_t first = d.Index(static_cast<int>(seg_.layer), kv(), 0);
       transform_step_ = lvl.steps[slice];
-      models_ = lvl.bank.ChannelModels(d.Index(static_cast<int>(seg_.layer), kv(), 0), row_symbols);
+      if (predicted) {
+        const ProfilePredictionLevel& p = d.prediction.levels[level];
+        row_symbols = p.kept[slice];
+        models_ = p.bank.ChannelModels(first, row_symbols);
+      } else {
+        row_symbols = lvl.kept[slice];
+        models_ = lvl.bank.ChannelModels(first, row_symbols);
+      }
     }
     const size_t coded = static_cast<size_t>(tokens() - sinks) * row_symbols;
     if (escape_count_ > coded) {
@@ -257,14 +318,22 @@ class SegmentDecoder {
     return {stream_, stream_bytes_, models_.data(), models_.size(), symbols_.get(), symbol_count_};
   }
 
-  // Given how the segment's rANS stream decoded, writes its rows: sinks as stored, the rest dequantised,
-  // escapes patched in.
-  Status Dequantise(const Status& rans) {
-    if (!rans.ok()) return rans.WithContext(in_.what());
-    const int64_t sinks = info_.sink_rows;
+  // Parses the segments and decodes their rANS streams together (the vector kernels need several streams
+  // to keep their gathers busy); rans[i] is segment i's outcome.
+  static Status DecodeSymbols(std::optional<SegmentDecoder>* segments, size_t n, Status* rans) {
+    codec::RansDecodeJob jobs[codec::kRansMaxTogether];
+    for (size_t i = 0; i < n; ++i) {
+      KVSTREAM_RETURN_IF_ERROR(segments[i]->ParseLossy());
+      jobs[i] = segments[i]->RansJob();
+    }
+    codec::RansDecodeTogether(jobs, n, rans);
+    return Status::Ok();
+  }
+
+  void StoreSinkRows() const {
     const size_t n_c = static_cast<size_t>(channels());
     std::vector<float> row(n_c);
-    for (int64_t t = 0; t < sinks; ++t) {
+    for (int64_t t = 0; t < info_.sink_rows; ++t) {
       for (size_t c = 0; c < n_c; ++c) {
         uint16_t h;
         std::memcpy(&h, sink_values_ + 2 * (static_cast<size_t>(t) * n_c + c), 2);
@@ -272,7 +341,44 @@ class SegmentDecoder {
       }
       StoreRow(out_, seg_.layer, t, row.data());
     }
+  }
+
+  // Transform and predicted schemes: the coded rows' integer weights into weights_ (rows x
+  // WeightStride(kept); an escape's weight is 0) and their escaped components into escaped_, in order.
+  Status ComponentWeights() {
+    const int64_t rows = tokens() - info_.sink_rows;
+    const int64_t kept = static_cast<int64_t>(models_.size());
+    const int64_t stride = codec::WeightStride(kept);
+    weights_ = std::make_unique_for_overwrite<int16_t[]>(static_cast<size_t>(rows * stride));
+    uint32_t e = 0;
+    for (int64_t t = 0; t < rows; ++t) {
+      const uint8_t* sym = symbols_.get() + t * kept;
+      int16_t* weights = weights_.get() + t * stride;
+      // Branch-free (vectorisable): an escape's integer weight is 0, its value is added after the sums.
+      for (int64_t j = 0; j < kept; ++j) {
+        weights[j] = static_cast<int16_t>(sym[j] == codec::kEscapeSymbol ? 0 : codec::SymbolToQ(sym[j]));
+      }
+      if (stride > kept) weights[kept] = 0;  // the pad the kernels read with the last odd component
+      if (escape_count_ == 0 || std::memchr(sym, codec::kEscapeSymbol, static_cast<size_t>(kept)) == nullptr) continue;
+      for (int64_t j = 0; j < kept; ++j) {
+        if (sym[j] != codec::kEscapeSymbol) continue;
+        float weight = 0.0f;
+        KVSTREAM_RETURN_IF_ERROR(NextEscape(&e, &weight));
+        escaped_.push_back({t, j, weight});
+      }
+    }
+    return CheckEscapesUsed(e);
+  }
+
+  // Given how the segment's rANS stream decoded, writes its rows: sinks as stored, the rest dequantised,
+  // escapes patched in.
+  Status Dequantise(const Status& rans) {
+    if (!rans.ok()) return rans.WithContext(in_.what());
+    const int64_t sinks = info_.sink_rows;
+    const size_t n_c = static_cast<size_t>(channels());
+    StoreSinkRows();
     if (transform_) return InverseTransform();
+    std::vector<float> row(n_c);
     uint32_t e = 0;
     for (int64_t t = sinks; t < tokens(); ++t) {
       const uint8_t* sym = symbols_.get() + static_cast<size_t>(t - sinks) * n_c;
@@ -314,52 +420,26 @@ class SegmentDecoder {
   // and step, the escaped components added in order, then RoPE for keys (quantizer.h and
   // key_rotation.h define each step).
   Status InverseTransform() {
+    KVSTREAM_RETURN_IF_ERROR(ComponentWeights());
     const int64_t sinks = info_.sink_rows;
     const int64_t rows = tokens() - sinks;
     const int64_t kept = static_cast<int64_t>(models_.size());
-    const int64_t stride = codec::WeightStride(kept);
-    const auto q = std::make_unique_for_overwrite<int16_t[]>(static_cast<size_t>(rows * stride));
-    struct Escape {
-      int64_t row, component;
-      float weight;
-    };
-    std::vector<Escape> escaped;
-    uint32_t e = 0;
-    for (int64_t t = 0; t < rows; ++t) {
-      const uint8_t* sym = symbols_.get() + t * kept;
-      int16_t* weights = q.get() + t * stride;
-      // Branch-free (vectorisable): an escape's integer weight is 0, its value is added after the sums.
-      for (int64_t j = 0; j < kept; ++j) {
-        weights[j] = static_cast<int16_t>(sym[j] == codec::kEscapeSymbol ? 0 : codec::SymbolToQ(sym[j]));
-      }
-      if (stride > kept) weights[kept] = 0;  // the pad the kernels read with the last odd component
-      if (escape_count_ == 0 || std::memchr(sym, codec::kEscapeSymbol, static_cast<size_t>(kept)) == nullptr) continue;
-      for (int64_t j = 0; j < kept; ++j) {
-        if (sym[j] != codec::kEscapeSymbol) continue;
-        float weight = 0.0f;
-        KVSTREAM_RETURN_IF_ERROR(NextEscape(&e, &weight));
-        escaped.push_back({t, j, weight});
-      }
-    }
-    KVSTREAM_RETURN_IF_ERROR(CheckEscapesUsed(e));
     const ProfileData& d = profile_->data();
     const int layer = static_cast<int>(seg_.layer);
     const int64_t n_c = channels();
     const int16_t* basis = d.Basis(layer, kv());
     // SumComponents writes every sum: no zeroing first (it cost 4 % of the decode).
     const auto acc = std::make_unique_for_overwrite<int32_t[]>(static_cast<size_t>(rows * n_c));
-    codec::SumComponents(q.get(), rows, kept, basis, n_c, acc.get());
+    codec::SumComponents(weights_.get(), rows, kept, basis, n_c, acc.get());
     const float* mean = d.transform.means.data() + d.Index(layer, kv(), 0);
     const float scaled_step = codec::TransformStepScale(transform_step_);
     std::vector<float> y(static_cast<size_t>(n_c));
     size_t next = 0;
     for (int64_t t = 0; t < rows; ++t) {
-      const int32_t* sums = acc.get() + t * n_c;
-      for (int64_t c = 0; c < n_c; ++c) y[c] = codec::DequantTransform(sums[c], mean[c], scaled_step);
-      for (; next < escaped.size() && escaped[next].row == t; ++next) {
-        const int16_t* u = basis + escaped[next].component * n_c;
-        for (int64_t c = 0; c < n_c; ++c) y[c] = codec::AddEscapedComponent(y[c], escaped[next].weight, scaled_step, u[c]);
-      }
+      const size_t first = next;
+      while (next < escaped_.size() && escaped_[next].row == t) ++next;
+      codec::DequantTransformRow(acc.get() + t * n_c, mean, scaled_step, escaped_.data() + first, next - first, basis, n_c,
+                                 y.data());
       if (kv() == 0) rope_->Rotate(y.data(), sinks + t, static_cast<int>(n_c));
       StoreRow(out_, seg_.layer, sinks + t, y.data());
     }
@@ -387,6 +467,9 @@ class SegmentDecoder {
   uint32_t escape_count_ = 0;
   std::unique_ptr<uint8_t[]> symbols_;
   size_t symbol_count_ = 0;
+  // Transform and predicted: the coded rows' integer weights and escaped components (ComponentWeights).
+  std::unique_ptr<int16_t[]> weights_;
+  std::vector<codec::EscapedComponent> escaped_;
 };
 
 }  // namespace
@@ -402,18 +485,22 @@ Status DecodeChunk(const uint8_t* data, size_t size, const DecodeOptions& option
   KVSTREAM_RETURN_IF_ERROR(CheckProfile(info, options.profile));
   if (IsLossyLevel(info.level)) {
     std::optional<codec::RopeTable> rope;  // the chunk's positions, shared by its key segments
-    if (info.scheme == QuantScheme::kTransform && options.profile->has_transform()) {
+    const bool predicted = info.scheme == QuantScheme::kPredicted;
+    if ((info.scheme == QuantScheme::kTransform || predicted) && options.profile->has_transform()) {
       rope.emplace(options.profile->data().transform.rope, info.token_begin, info.tokens);
     }
     // Segment 2l holds layer l's keys and 2l + 1 its values (the container reader checked the order). A
     // task takes whole layers: as many segments as the rANS kernel decodes together, one layer at least.
     const size_t segments = info.segments.size();
     const size_t per_task = std::max<size_t>(2, codec::RansStreamsDecodedTogether());
-    return codec::RunParallel((segments + per_task - 1) / per_task, options.threads, options.parallel_for,
-                              [&](size_t task) -> Status {
-      std::optional<SegmentDecoder> decoders[codec::kRansMaxTogether];
+    // A predicted chunk's decoders outlive the first pass, which only prepares their rows.
+    std::vector<std::optional<SegmentDecoder>> kept(predicted ? segments : 0);
+    KVSTREAM_RETURN_IF_ERROR(codec::RunParallel((segments + per_task - 1) / per_task, options.threads, options.parallel_for,
+                                                [&](size_t task) -> Status {
+      std::optional<SegmentDecoder> local[codec::kRansMaxTogether];
       const size_t first = task * per_task;
       const size_t n = std::min(per_task, segments - first);
+      std::optional<SegmentDecoder>* decoders = predicted ? kept.data() + first : local;
       for (size_t i = 0; i < n; ++i) {
         const SegmentInfo& seg = info.segments[first + i];
         KVSTREAM_RETURN_IF_ERROR(codec::VerifySegment(data, seg));
@@ -421,7 +508,17 @@ Status DecodeChunk(const uint8_t* data, size_t size, const DecodeOptions& option
         decoders[i].emplace(data, info, options.profile, seg, keys ? keys_out : values_out,
                             keys && rope ? &*rope : nullptr);
       }
-      return SegmentDecoder::RunLossy(decoders, n);
+      return predicted ? SegmentDecoder::PrepareLossy(decoders, n) : SegmentDecoder::RunLossy(decoders, n);
+    }));
+    if (!predicted) return Status::Ok();
+    // Positions are independent: blocks of rows go through every layer in order, in parallel.
+    const int64_t rows = info.tokens - info.sink_rows;
+    const int64_t blocks = (rows + kPredictedRowBlock - 1) / kPredictedRowBlock;
+    return codec::RunParallel(static_cast<size_t>(blocks), options.threads, options.parallel_for, [&](size_t b) -> Status {
+      const int64_t first = static_cast<int64_t>(b) * kPredictedRowBlock;
+      SegmentDecoder::ReconstructPredicted(kept.data(), segments, options.profile->data(), first,
+                                           std::min(kPredictedRowBlock, rows - first));
+      return Status::Ok();
     });
   }
   return codec::RunParallel(info.segments.size(), options.threads, options.parallel_for, [&](size_t i) -> Status {

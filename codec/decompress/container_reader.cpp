@@ -85,7 +85,7 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
   if (!IsValidLevel(info.level)) return Status::CorruptData("chunk header: level = " + std::to_string(info.level) + " is not a level");
   const bool lossy = IsLossyLevel(info.level);
   if (lossy) {
-    if (scheme < static_cast<uint8_t>(QuantScheme::kChannelUniform) || scheme > static_cast<uint8_t>(QuantScheme::kTransform)) {
+    if (scheme < static_cast<uint8_t>(QuantScheme::kChannelUniform) || scheme > static_cast<uint8_t>(QuantScheme::kPredicted)) {
       return Status::Unsupported("chunk header: scheme = " + std::to_string(scheme) + " is not known to this build");
     }
     info.scheme = static_cast<QuantScheme>(scheme);
@@ -107,14 +107,15 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
   }
   info.in_chunk_tables = (flags & kChunkFlagInChunkTables) != 0;
   if (reserved16 != 0 || reserved64 != 0) return Status::CorruptData("chunk header: reserved bytes are not zero");
-  // Channel-uniform without in-chunk tables, and transform, need a profile; everything else must not
+  // Channel-uniform without in-chunk tables, transform and predicted need a profile; everything else must not
   // name one.
   const bool needs_profile = lossy && info.scheme != QuantScheme::kCacheGenToken && !info.in_chunk_tables;
   if (lossy && info.scheme == QuantScheme::kCacheGenToken && !info.in_chunk_tables) {
     return Status::CorruptData("chunk header: scheme cachegen-token requires the in-chunk tables flag");
   }
-  if (lossy && info.scheme == QuantScheme::kTransform && info.in_chunk_tables) {
-    return Status::CorruptData("chunk header: scheme transform has no in-chunk tables (its basis is in the profile)");
+  if (lossy && (info.scheme == QuantScheme::kTransform || info.scheme == QuantScheme::kPredicted) && info.in_chunk_tables) {
+    return Status::CorruptData(std::string("chunk header: scheme ") + QuantSchemeName(info.scheme) +
+                               " has no in-chunk tables (its basis is in the profile)");
   }
   if (needs_profile != (info.profile_hash != 0)) {
     return Status::CorruptData(needs_profile ? "chunk header: profile hash = 0 but the chunk has no tables of its own"

@@ -33,21 +33,6 @@
 
 namespace kvstream {
 
-// How a lossy level maps values to symbols. Stored in the chunk header; docs/codec.md explains each.
-enum class QuantScheme : uint8_t {
-  // Per (layer, K/V, channel) mean offset and uniform step; step = level multiplier x base step. The
-  // context's first 4 positions (attention sinks) are stored exact as fp16.
-  kChannelUniform = 1,
-  // CacheGen's released scheme: per (layer, token) symmetric scale = max |x| over channels, with a number
-  // of bins per (layer, K/V) that shrinks with depth. For comparison; not the default.
-  kCacheGenToken = 2,
-  // Per (layer, K/V) a learned orthonormal basis (PCA) of the keys with RoPE undone and of the values; the
-  // components above the level's noise floor are quantised with one uniform step and coded with a table
-  // each. Needs a profile learned with ProfileOptions::transform. About 1.2x smaller than
-  // kChannelUniform at equal quality on SmolLM2; decoding costs a matrix product (slower on a CPU).
-  kTransform = 3,
-};
-const char* QuantSchemeName(QuantScheme scheme);
 
 // Runs task(0) .. task(count - 1), possibly concurrently, and returns when all have finished. Lets a
 // caller hand the codec its own thread pool; the codec starts no threads when one is given.

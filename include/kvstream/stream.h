@@ -53,8 +53,9 @@ struct SenderOptions {
   std::vector<Level> levels;
   // Codec profile chunks are encoded with; null: every lossy chunk carries its own tables.
   std::shared_ptr<const Profile> profile;
-  // Quantiser of the lossy levels: kChannelUniform (default), or kTransform (smaller, slower to decode;
-  // needs a profile learned with a transform). The manifest advertises the scheme's measured quality.
+  // Quantiser of the lossy levels: kChannelUniform (default), kTransform (smaller, slower to decode; needs
+  // a profile learned with a transform) or kPredicted (smaller still, slower again; needs a profile learned
+  // with a prediction). The manifest advertises the scheme's measured quality.
   QuantScheme scheme = QuantScheme::kChannelUniform;
   // Encoded chunks kept in memory across all contexts; the rest are re-encoded when asked for.
   uint64_t cache_bytes = uint64_t{512} << 20;

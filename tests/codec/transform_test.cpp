@@ -16,54 +16,37 @@
 #include "codec/common/quantizer.h"
 #include "codec/common/rans.h"
 #include "codec/compress/symmetric_eigen.h"
-#include "codec/decompress/transform_sum.h"
+#include "codec/common/transform_sum.h"
 #include "common/half.h"
 #include "kv_fixture.h"
 #include "kvstream/codec.h"
 #include "kvstream/profile.h"
 #include "test_views.h"
+#include "transform_reference.h"
 
 namespace kvstream {
 namespace {
 
+using testing::CodedSegment;
 using testing::CopyOf;
+using testing::Kv2;
 using testing::Layout;
 using testing::Tensor;
+using testing::WithKernelsDisabled;
+using testing::WithPortableKernels;
 
 constexpr int kTokens = 160;
 constexpr int kSampleTokens = 96;  // the profile learns from positions [0, 96); chunks also cover unseen ones
 
 const testing::RealKv& Kv() { return testing::MustGetRealKv("stories260K", kTokens); }
 
-
-
 const Profile& TransformProfile() {
   static const Profile profile = [] {
-    ProfileOptions options;
-    options.model = "stories260K";
-    options.transform = true;
-    options.rope = Kv().model->config().rope();
-    ProfileBuilder builder(options);
-    const auto& kv = Kv();
-    EXPECT_TRUE(builder.AddSample(SliceTokens(kv.cache.keys(), 0, kSampleTokens), SliceTokens(kv.cache.values(), 0, kSampleTokens)).ok());
-    auto p = builder.Build();
+    auto p = testing::LearnProfile(Kv(), kSampleTokens, /*transform=*/true, /*predict=*/false);
     EXPECT_TRUE(p.ok()) << p.status().ToString();
     return std::move(p).value();
   }();
   return profile;
-}
-
-// Runs `f` with the kernels that `variable` disables turned off (KVSTREAM_DISABLE_AVX2: the portable
-// kernels; KVSTREAM_DISABLE_AVX512: the AVX2 ones on an AVX-512 CPU), then restores the environment.
-template <typename F>
-void WithKernelsDisabled(const char* variable, F&& f) {
-  setenv(variable, "1", 1);
-  f();
-  unsetenv(variable);
-}
-template <typename F>
-void WithPortableKernels(F&& f) {
-  WithKernelsDisabled("KVSTREAM_DISABLE_AVX2", f);
 }
 
 TEST(SymmetricEigen, FindsOrthonormalEigenvectorsByFallingValue) {
@@ -245,7 +228,7 @@ TEST(TransformProfile, SavesLoadsAndRefusesCorruptSections) {
   LevelQuality q;
   q.top1_agreement = 0.97;
   q.bits_per_value = 3.5;
-  auto measured = p.WithQuality(2, q, /*transform=*/true);
+  auto measured = p.WithQuality(2, q, QuantScheme::kTransform);
   ASSERT_TRUE(measured.ok()) << measured.status().ToString();
   auto reparsed = Profile::Parse(measured->bytes().data(), measured->bytes().size());
   ASSERT_TRUE(reparsed.ok()) << reparsed.status().ToString();
@@ -283,34 +266,11 @@ TEST(TransformProfile, SavesLoadsAndRefusesCorruptSections) {
 }
 
 std::vector<uint8_t> EncodeTransform(const Tensor& k, const Tensor& v, int64_t t0, Level level, EncodeStats* stats = nullptr) {
-  ChunkInput in;
-  in.keys = k.view;
-  in.values = v.view;
-  in.token_begin = t0;
-  EncodeOptions eo;
-  eo.level = level;
-  eo.profile = &TransformProfile();
-  eo.scheme = QuantScheme::kTransform;
-  eo.stats = stats;
-  auto r = EncodeChunk(in, eo);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? std::move(r).value() : std::vector<uint8_t>{};
+  return testing::EncodeWith(TransformProfile(), QuantScheme::kTransform, k, v, t0, level, stats);
 }
 
-struct Kv2 {
-  Tensor k, v;
-};
-
 Kv2 Decode(const std::vector<uint8_t>& bytes, DType dtype = DType::kF32) {
-  auto info = InspectChunk(bytes.data(), bytes.size());
-  EXPECT_TRUE(info.ok()) << info.status().ToString();
-  Kv2 out{Tensor(dtype, info->layers, info->tokens, info->channels, Layout::kDense), {}};
-  out.v = out.k;
-  DecodeOptions o;
-  o.profile = &TransformProfile();
-  Status st = DecodeChunk(bytes.data(), bytes.size(), o, out.k.view, out.v.view);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  return out;
+  return testing::DecodeWith(TransformProfile(), bytes, dtype);
 }
 
 // One (layer, K/V) row of a tensor, as floats.
@@ -350,32 +310,13 @@ std::vector<double> Weights(std::vector<float> row, int layer, int kv, int64_t p
   return w;
 }
 
-// A transform segment's symbols and escape values, read and entropy-decoded as docs/format.md lays them
-// out: u32 stream bytes, u32 escape count, the sink rows, the stream, the escapes.
-struct CodedSegment {
-  std::vector<uint8_t> symbols;
-  std::vector<float> escapes;
-};
 CodedSegment ReadSegment(const std::vector<uint8_t>& chunk, const SegmentInfo& seg, int64_t tokens, int64_t sink_rows,
                          Level level) {
   const ProfileData& d = TransformProfile().data();
   const int kv = seg.tensor == SegmentTensor::kKeys ? 0 : 1;
   const Slice s = SliceOf(static_cast<int>(seg.layer), kv, level);
-  const uint8_t* p = chunk.data() + seg.offset;
-  uint32_t stream_bytes = 0, escape_count = 0;
-  std::memcpy(&stream_bytes, p, 4);
-  std::memcpy(&escape_count, p + 4, 4);
-  const uint8_t* stream = p + 8 + 2 * sink_rows * s.channels;
-  CodedSegment out;
-  out.symbols.resize(static_cast<size_t>((tokens - sink_rows) * s.kept));
   const auto models = d.transform.levels[level - 1].bank.ChannelModels(d.Index(static_cast<int>(seg.layer), kv, 0), s.kept);
-  EXPECT_TRUE(codec::RansDecode(stream, stream_bytes, models.data(), models.size(), out.symbols.data(), out.symbols.size()).ok());
-  for (uint32_t e = 0; e < escape_count; ++e) {
-    uint16_t h;
-    std::memcpy(&h, stream + stream_bytes + 2 * e, 2);
-    out.escapes.push_back(HalfToFloat(h));
-  }
-  return out;
+  return testing::ReadCodedSegment(chunk, seg, tokens, sink_rows, s.channels, models);
 }
 
 // The normative reconstruction (docs/format.md, "Scheme 3") of one coded row, written out independently
@@ -404,21 +345,7 @@ std::vector<float> Reconstruct(const uint8_t* symbols, const CodedSegment& coded
       y[c] = y[c] + term;
     }
   }
-  if (kv == 0) {
-    const int hd = d.transform.rope.head_dim;
-    for (int h = 0; h < C / hd; ++h) {
-      for (int i = 0; i < hd / 2; ++i) {
-        float cs, sn;
-        codec::RopeCosSin(static_cast<double>(position), i, hd, d.transform.rope.theta, &cs, &sn);
-        const bool interleaved = d.transform.rope.layout == RopeLayout::kInterleaved;
-        const int a = h * hd + (interleaved ? 2 * i : i), b = h * hd + (interleaved ? 2 * i + 1 : i + hd / 2);
-        const float x0 = y[a], x1 = y[b];
-        const float x0c = x0 * cs, x1s = x1 * sn, x0s = x0 * sn, x1c = x1 * cs;
-        y[a] = x0c - x1s;
-        y[b] = x0s + x1c;
-      }
-    }
-  }
+  if (kv == 0) testing::RotateReference(y, position, d.transform.rope);
   return y;
 }
 
@@ -473,110 +400,42 @@ TEST(TransformChunk, DecoderReproducesTheNormativeReconstruction) {
       EXPECT_EQ(next_escape, coded.escapes.size());
     }
     // The AVX2 and portable kernels decode the same bits; fp16 output is the fp32 output rounded once.
-    Kv2 portable, avx2;
-    WithPortableKernels([&] { portable = Decode(bytes); });
-    WithKernelsDisabled("KVSTREAM_DISABLE_AVX512", [&] { avx2 = Decode(bytes); });
+    testing::ExpectEveryKernelDecodesTheSameBits(bytes, out, [](const std::vector<uint8_t>& b) { return Decode(b); });
     const Kv2 half = Decode(bytes, DType::kF16);
     for (int layer = 0; layer < L; ++layer) {
       for (int64_t t = 0; t < T; ++t) {
-        for (int64_t c = 0; c < C; ++c) {
-          ASSERT_EQ(portable.k.bits(layer, t, c), out.k.bits(layer, t, c));
-          ASSERT_EQ(portable.v.bits(layer, t, c), out.v.bits(layer, t, c));
-          ASSERT_EQ(avx2.k.bits(layer, t, c), out.k.bits(layer, t, c));
-          ASSERT_EQ(avx2.v.bits(layer, t, c), out.v.bits(layer, t, c));
-          ASSERT_EQ(half.k.bits(layer, t, c), FloatToHalf(out.k.at(layer, t, c)));
-        }
+        for (int64_t c = 0; c < C; ++c) ASSERT_EQ(half.k.bits(layer, t, c), FloatToHalf(out.k.at(layer, t, c)));
       }
     }
-    const double bits = 8.0 * static_cast<double>(bytes.size()) / static_cast<double>(2 * L * T * C);
-    EXPECT_LT(bits, previous_bits) << "higher levels must be smaller";
-    previous_bits = bits;
-    std::printf("stories260K %d tokens, transform level %d: %.3f bits/value, %llu escapes\n", kTokens, level, bits,
-                static_cast<unsigned long long>(stats.escapes));
+    testing::ExpectSmallerThanTheLevelBefore(bytes, k.view, "transform", level, stats.escapes, &previous_bits);
   }
 }
 
 TEST(TransformChunk, ChunksDecodeLikeTheWholeContextWhateverTheInputLayout) {
-  const auto& kv = Kv();
-  const Tensor k = CopyOf(kv.cache.keys(), DType::kF32, Layout::kDense);
-  const Tensor v = CopyOf(kv.cache.values(), DType::kF32, Layout::kDense);
-  const int64_t L = k.view.layers(), C = k.view.channels();
-  const Kv2 whole = Decode(EncodeTransform(k, v, 0, 3));
-  for (auto [t0, n] : {std::pair<int64_t, int64_t>{0, 3}, {3, 45}, {48, 64}, {112, 48}}) {
-    SCOPED_TRACE("tokens [" + std::to_string(t0) + ", " + std::to_string(t0 + n) + ")");
-    for (Layout layout : testing::kAllLayouts) {
-      const Tensor ck = CopyOf(kv.cache.keys(), DType::kF32, layout, t0, n);
-      const Tensor cv = CopyOf(kv.cache.values(), DType::kF32, layout, t0, n);
-      const Kv2 part = Decode(EncodeTransform(ck, cv, t0, 3));
-      for (int64_t l = 0; l < L; ++l) {
-        for (int64_t t = 0; t < n; ++t) {
-          for (int64_t c = 0; c < C; ++c) {
-            ASSERT_EQ(part.k.bits(l, t, c), whole.k.bits(l, t0 + t, c)) << testing::LayoutName(layout);
-            ASSERT_EQ(part.v.bits(l, t, c), whole.v.bits(l, t0 + t, c)) << testing::LayoutName(layout);
-          }
-        }
-      }
-    }
-  }
+  testing::ExpectChunksDecodeLikeTheWholeContext(
+      Kv().cache, [](const Tensor& k, const Tensor& v, int64_t t0) { return EncodeTransform(k, v, t0, 3); },
+      [](const std::vector<uint8_t>& bytes) { return Decode(bytes); });
 }
 
 TEST(TransformChunk, RefusesMissingAndWrongProfiles) {
   const auto& kv = Kv();
-  const Tensor k = CopyOf(kv.cache.keys(), DType::kF16, Layout::kDense, 0, 32);
-  const Tensor v = CopyOf(kv.cache.values(), DType::kF16, Layout::kDense, 0, 32);
-  ChunkInput in;
-  in.keys = k.view;
-  in.values = v.view;
-  EncodeOptions eo;
-  eo.level = 2;
-  eo.scheme = QuantScheme::kTransform;
-  auto r = EncodeChunk(in, eo);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("transform"), std::string::npos) << r.status().ToString();
-  // A profile learned without the transform cannot code it either.
-  ProfileOptions plain;
-  ProfileBuilder builder(plain);
+  // A profile learned without the transform cannot code it.
+  ProfileBuilder builder(ProfileOptions{});
   ASSERT_TRUE(builder.AddSample(kv.cache.keys(), kv.cache.values()).ok());
   auto without = builder.Build();
   ASSERT_TRUE(without.ok());
   EXPECT_FALSE(without->has_transform());
   EXPECT_TRUE(without->transform_quality().empty());
-  EXPECT_FALSE(without->WithQuality(1, LevelQuality{}, /*transform=*/true).ok());
-  eo.profile = &*without;
-  r = EncodeChunk(in, eo);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-
-  const auto bytes = EncodeTransform(k, v, 0, 2);
-  Tensor dk(DType::kF16, k.view.layers(), 32, k.view.channels(), Layout::kDense), dv = dk;
-  DecodeOptions o;
-  Status st = DecodeChunk(bytes.data(), bytes.size(), o, dk.view, dv.view);
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("profile"), std::string::npos) << st.ToString();
-  o.profile = &*without;
-  st = DecodeChunk(bytes.data(), bytes.size(), o, dk.view, dv.view);
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("profile"), std::string::npos) << st.ToString();
+  EXPECT_FALSE(without->WithQuality(1, LevelQuality{}, QuantScheme::kTransform).ok());
+  const Tensor k = CopyOf(kv.cache.keys(), DType::kF16, Layout::kDense, 0, 32);
+  const Tensor v = CopyOf(kv.cache.values(), DType::kF16, Layout::kDense, 0, 32);
+  testing::ExpectSchemeRefusedWithoutItsProfile(kv.cache, QuantScheme::kTransform, *without, EncodeTransform(k, v, 0, 2),
+                                                "transform");
 }
 
 TEST(TransformChunk, TruncatedAndBitFlippedChunksAreRefused) {
-  const auto& kv = Kv();
-  const Tensor k = CopyOf(kv.cache.keys(), DType::kF16, Layout::kDense, 0, 40);
-  const Tensor v = CopyOf(kv.cache.values(), DType::kF16, Layout::kDense, 0, 40);
-  const auto bytes = EncodeTransform(k, v, 0, 4);
-  Tensor dk(DType::kF16, k.view.layers(), 40, k.view.channels(), Layout::kDense), dv = dk;
-  DecodeOptions o;
-  o.profile = &TransformProfile();
-  for (size_t cut = 0; cut < bytes.size(); cut += 7) {
-    EXPECT_FALSE(DecodeChunk(bytes.data(), cut, o, dk.view, dv.view).ok()) << cut;
-  }
-  std::mt19937 rng(5);
-  for (int i = 0; i < 300; ++i) {
-    auto flipped = bytes;
-    flipped[rng() % flipped.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
-    EXPECT_FALSE(DecodeChunk(flipped.data(), flipped.size(), o, dk.view, dv.view).ok()) << i;
-  }
+  testing::ExpectTruncatedAndFlippedChunksRefused(
+      Kv().cache, [](const Tensor& k, const Tensor& v) { return EncodeTransform(k, v, 0, 4); }, TransformProfile());
 }
 
 TEST(TransformChunk, ALevelThatKeepsNoComponentDecodesToTheMeans) {

@@ -39,14 +39,16 @@ int main(int argc, char** argv) {
   std::ifstream text_in("/usr/share/common-licenses/GPL-3");
   std::string text((std::istreambuf_iterator<char>(text_in)), std::istreambuf_iterator<char>());
   std::vector<int> ids = (*model)->tokenizer().Encode(text, (*model)->tokenizer().adds_bos());
-  const int tokens = 24;
-  ids.resize(tokens);
-  KvCache cache = KvCache::Allocate((*model)->config(), tokens);
+  // Chunks of 24 tokens keep the seeds small; the profiles learn from 72 (the predictors need 2 x channels
+  // positions past the sink rows).
+  const int tokens = 24, profile_tokens = 72;
+  ids.resize(profile_tokens);
+  KvCache cache = KvCache::Allocate((*model)->config(), profile_tokens);
   if (Status st = (*model)->Forward(ids, cache, nullptr); !st.ok()) return Fail(st);
-  std::vector<int32_t> ids32(ids.begin(), ids.end());
+  std::vector<int32_t> ids32(ids.begin(), ids.begin() + tokens);
   ChunkInput in;
-  in.keys = cache.keys();
-  in.values = cache.values();
+  in.keys = SliceTokens(cache.keys(), 0, tokens);
+  in.values = SliceTokens(cache.values(), 0, tokens);
   in.token_begin = 4096;
   in.token_ids = ids32.data();
   const Profile* fuzz_profile = fuzz::ProfileFor(static_cast<uint32_t>(cache.layers), static_cast<uint32_t>(cache.kv_dim));
@@ -75,10 +77,22 @@ int main(int argc, char** argv) {
       auto chunk = EncodeChunk(in, eo);
       if (!chunk.ok()) return Fail(chunk.status());
       emit("chunk_" + LevelName(level) + "_profile", 0x03, *chunk);
-      eo.scheme = QuantScheme::kTransform;
-      auto transformed = EncodeChunk(in, eo);
-      if (!transformed.ok()) return Fail(transformed.status());
-      emit("chunk_" + LevelName(level) + "_transform", 0x03, *transformed);
+      for (QuantScheme scheme : {QuantScheme::kTransform, QuantScheme::kPredicted}) {
+        eo.scheme = scheme;
+        auto transformed = EncodeChunk(in, eo);
+        if (!transformed.ok()) return Fail(transformed.status());
+        // The fuzz profile's sections are made up: check that its chunks decode before seeding with them.
+        std::vector<float> k(static_cast<size_t>(in.keys.numel())), v(k.size());
+        DecodeOptions decode;
+        decode.profile = fuzz_profile;
+        if (Status st = DecodeChunk(transformed->data(), transformed->size(), decode,
+                                    TensorView::Dense(k.data(), DType::kF32, in.keys.layers(), tokens, in.keys.channels()),
+                                    TensorView::Dense(v.data(), DType::kF32, in.keys.layers(), tokens, in.keys.channels()));
+            !st.ok()) {
+          return Fail(st);
+        }
+        emit("chunk_" + LevelName(level) + "_" + QuantSchemeName(scheme), 0x03, *transformed);
+      }
       // A chunk at the context's start carries sink rows (exact fp16) ahead of its symbols.
       ChunkInput at_start = in;
       at_start.token_begin = 0;
@@ -105,6 +119,12 @@ int main(int argc, char** argv) {
   auto transform_profile = transform_builder.Build();
   if (!transform_profile.ok()) return Fail(transform_profile.status());
   emit("profile_transform_fixcrc", 0x11, transform_profile->bytes());
+  options.predict = true;
+  ProfileBuilder predicted_builder(options);
+  if (Status st = predicted_builder.AddSample(cache.keys(), cache.values()); !st.ok()) return Fail(st);
+  auto predicted_profile = predicted_builder.Build();
+  if (!predicted_profile.ok()) return Fail(predicted_profile.status());
+  emit("profile_predicted_fixcrc", 0x11, predicted_profile->bytes());
   std::printf("chunk_fuzz_seeds: wrote %d seeds to %s\n", written, dir.c_str());
   return written > 0 ? 0 : 1;
 }

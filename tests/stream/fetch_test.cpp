@@ -23,6 +23,7 @@ class FetchTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? std::move(*r) : nullptr;
   }
+  void CheckTransformScheme(QuantScheme scheme);
   std::unique_ptr<Sender> sender_;
 };
 
@@ -145,13 +146,21 @@ TEST_F(FetchTest, WithAProfileLevelsAreSmallerAdvertiseTheirQualityAndNeedThePro
   EXPECT_EQ(mismatched.status().code(), StatusCode::kInvalidArgument) << mismatched.status().ToString();
 }
 
-// A sender of the transform scheme: smaller chunks than channel-uniform with the same profile, the
-// transform's own measured quality in the manifest, and exactly a local transform decode at the receiver.
-TEST_F(FetchTest, TheTransformSchemeServesSmallerChunksThatDecodeLikeALocalDecode) {
+// A sender of the transform or predicted scheme: smaller chunks than channel-uniform with the same
+// profile, the scheme's own measured quality in the manifest, and exactly a local decode at the receiver.
+TEST_F(FetchTest, TheTransformSchemesServeSmallerChunksThatDecodeLikeALocalDecode) {
+  for (QuantScheme scheme : {QuantScheme::kTransform, QuantScheme::kPredicted}) {
+    SCOPED_TRACE(QuantSchemeName(scheme));
+    CheckTransformScheme(scheme);
+  }
+}
+
+void FetchTest::CheckTransformScheme(QuantScheme scheme) {
   const RealKv& kv = StoriesKv();
   ProfileOptions po;
   po.model = "stories260K";
   po.transform = true;
+  po.predict = scheme == QuantScheme::kPredicted;
   po.rope = kv.model->config().rope();
   ProfileBuilder builder(po);
   ASSERT_TRUE(builder.AddSample(SliceTokens(kv.cache.keys(), 0, 128), SliceTokens(kv.cache.values(), 0, 128)).ok());
@@ -159,12 +168,12 @@ TEST_F(FetchTest, TheTransformSchemeServesSmallerChunksThatDecodeLikeALocalDecod
   ASSERT_TRUE(built.ok()) << built.status().ToString();
   LevelQuality measured;
   measured.top1_agreement = 0.75;
-  auto with_quality = built->WithQuality(3, measured, /*transform=*/true);
+  auto with_quality = built->WithQuality(3, measured, scheme);
   ASSERT_TRUE(with_quality.ok()) << with_quality.status().ToString();
   const auto profile = std::make_shared<const Profile>(std::move(*with_quality));
 
   SenderOptions so = TestSenderOptions();
-  so.scheme = QuantScheme::kTransform;
+  so.scheme = scheme;
   auto no_profile = Sender::Start(so);
   ASSERT_FALSE(no_profile.ok());
   EXPECT_EQ(no_profile.status().code(), StatusCode::kInvalidArgument) << no_profile.status().ToString();
@@ -196,7 +205,7 @@ TEST_F(FetchTest, TheTransformSchemeServesSmallerChunksThatDecodeLikeALocalDecod
   FixedLevelPolicy policy(3);
   auto result = (*receiver)->Fetch("gpl", got.keys, got.values, 10.0, policy);
   ASSERT_TRUE(result.ok()) << result.status().ToString();
-  EXPECT_TRUE(SameBytes(got, LocalDecode(kv, 3, profile.get(), QuantScheme::kTransform)));
+  EXPECT_TRUE(SameBytes(got, LocalDecode(kv, 3, profile.get(), scheme)));
 }
 
 TEST_F(FetchTest, TextChunksAreRecomputedWithTheReceiversModel) {

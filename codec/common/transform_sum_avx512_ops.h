@@ -13,6 +13,7 @@ namespace {  // internal linkage, see above
 struct Avx512Ops {
   using Vec = __m512i;
   static constexpr int64_t kColumns = 32;
+  static constexpr int kRows = 8;
   static Vec Zero() { return _mm512_setzero_si512(); }
   static Vec Load(const int16_t* p) { return _mm512_loadu_si512(p); }
   static Vec UnpackLo(Vec a, Vec b) { return _mm512_unpacklo_epi16(a, b); }

@@ -9,7 +9,9 @@ namespace kvstream::codec {
 
 // acc[r][c] = sum over j < kept of q[r * stride + j] * basis[j * cols + c] for rows r < rows, where
 // stride = kept rounded up to even and q[r * stride + kept] is 0 when kept is odd (the AVX2 kernel takes
-// the weights in pairs). Needs |q| <= kMaxAbsQ, |basis| <= 2^kBasisScaleBits, kept <= kMaxTransformChannels.
+// the weights in pairs). Needs every sum to fit in int32: kept x max|q| x max|basis| < 2^31 (the transform:
+// |q| <= kMaxAbsQ, |basis| <= 2^kBasisScaleBits, kept <= kMaxTransformChannels; a predictor block:
+// |z| <= kMaxPredictorInput, |P| <= MaxPredictorWeight(kept)).
 void SumComponents(const int16_t* q, int64_t rows, int64_t kept, const int16_t* basis, int64_t cols, int32_t* acc);
 
 // The vector kernels (transform_sum_avx2.cpp, transform_sum_avx512.cpp, transform_sum_avx512vnni.cpp);

@@ -1,11 +1,11 @@
 // SumComponents with AVX-512 VNNI (compiled with -mavx512vnni besides AVX-512F and BW): the AVX-512 tiles
 // with each multiply-accumulate one vpdpwssd instead of vpmaddwd then vpaddd, which halves the
 // instructions of the inner loop (the transform decode ran 1.25x faster on an Intel Xeon host).
-#include "codec/decompress/transform_sum.h"
+#include "codec/common/transform_sum.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
-#include "codec/decompress/transform_sum_avx512_ops.h"
-#include "codec/decompress/transform_sum_tiles.h"
+#include "codec/common/transform_sum_avx512_ops.h"
+#include "codec/common/transform_sum_tiles.h"
 
 namespace kvstream::codec {
 namespace {

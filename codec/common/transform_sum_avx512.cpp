@@ -1,10 +1,10 @@
 // SumComponents with AVX-512 (compiled with -mavx512f -mavx512bw): the shared tiles
 // (transform_sum_tiles.h) on 512-bit vectors, 32 columns per tile.
-#include "codec/decompress/transform_sum.h"
+#include "codec/common/transform_sum.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
-#include "codec/decompress/transform_sum_avx512_ops.h"
-#include "codec/decompress/transform_sum_tiles.h"
+#include "codec/common/transform_sum_avx512_ops.h"
+#include "codec/common/transform_sum_tiles.h"
 
 namespace kvstream::codec {
 

@@ -1,11 +1,11 @@
 // SumComponents with AVX2 (compiled with -mavx2): the shared tiles (transform_sum_tiles.h) on 256-bit
 // vectors, 16 columns per tile.
-#include "codec/decompress/transform_sum.h"
+#include "codec/common/transform_sum.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
 
-#include "codec/decompress/transform_sum_tiles.h"
+#include "codec/common/transform_sum_tiles.h"
 
 namespace kvstream::codec {
 namespace {
@@ -13,6 +13,7 @@ namespace {
 struct Avx2Ops {
   using Vec = __m256i;
   static constexpr int64_t kColumns = 16;
+  static constexpr int kRows = 4;
   static Vec Zero() { return _mm256_setzero_si256(); }
   static Vec Load(const int16_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   static Vec UnpackLo(Vec a, Vec b) { return _mm256_unpacklo_epi16(a, b); }

@@ -1,4 +1,4 @@
-#include "codec/decompress/transform_sum.h"
+#include "codec/common/transform_sum.h"
 
 #include <algorithm>
 

@@ -1,12 +1,13 @@
 // The tiled integer sums that the vector SumComponents kernels share (transform_sum_avx2.cpp,
 // transform_sum_avx512.cpp), written once over a vector type's operations `V`:
-//   Vec, kColumns (int16 columns per vector), Zero(), Load(const int16_t*), UnpackLo/UnpackHi(a, b)
+//   Vec, kColumns (int16 columns per vector), kRows (rows per tile), Zero(), Load(const int16_t*), UnpackLo/UnpackHi(a, b)
 //   (vpunpck{l,h}wd), Broadcast(int32_t), MaddAdd(sum, a, b) (sum + vpmaddwd(a, b)) and
 //   Store(lo_sum, hi_sum, int32_t*), which writes a tile row's kColumns sums in column order.
 // vpmaddwd multiplies int16 pairs and adds each pair into an int32 lane, so the weights go in pairs and
 // the basis rows j and j+1 are interleaved on the fly (the profile keeps its row-per-component layout).
-// Tiles of 4 rows keep eight accumulators in registers; columns go outermost, so that the basis slice a
-// tile reads (kept x kColumns int16) stays in L1 while every row passes. Integer sums are exact, so the
+// A tile of kRows rows keeps 2 x kRows accumulators in registers (8 rows on AVX-512's 32 registers, so
+// that each interleaving of two basis rows serves 8 rows; 4 on AVX2's 16); columns go outermost, so that
+// the basis slice a tile reads (kept x kColumns int16) stays in L1 while every row passes. Integer sums are exact, so the
 // order of the additions does not matter.
 //
 // Only for files compiled with the vector ISA: everything here has internal linkage, so one file's
@@ -16,7 +17,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "codec/decompress/transform_sum.h"
+#include "codec/common/transform_sum.h"
 
 namespace kvstream::codec {
 namespace {  // internal linkage, see above
@@ -55,6 +56,7 @@ int64_t SumTiledColumns(const int16_t* q, int64_t rows, int64_t kept, const int1
   int64_t c = 0;
   for (; c + V::kColumns <= cols; c += V::kColumns) {
     int64_t r = 0;
+    for (; r + V::kRows <= rows; r += V::kRows) SumTile<V, V::kRows>(q, kept, basis, cols, acc, r, c);
     for (; r + 4 <= rows; r += 4) SumTile<V, 4>(q, kept, basis, cols, acc, r, c);
     for (; r < rows; ++r) SumTile<V, 1>(q, kept, basis, cols, acc, r, c);
   }

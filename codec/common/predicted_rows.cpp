@@ -1,0 +1,60 @@
+#include "codec/common/predicted_rows.h"
+
+#include "codec/common/quantizer.h"
+#include "codec/common/transform_sum.h"
+
+namespace kvstream::codec {
+
+void DequantTransformRow(const int32_t* acc, const float* offset, float scaled_step, const EscapedComponent* escapes,
+                         size_t escape_count, const int16_t* basis, int64_t channels, float* y) {
+  for (int64_t c = 0; c < channels; ++c) y[c] = DequantTransform(acc[c], offset[c], scaled_step);
+  for (size_t e = 0; e < escape_count; ++e) {
+    const int16_t* u = basis + escapes[e].component * channels;
+    for (int64_t c = 0; c < channels; ++c) y[c] = AddEscapedComponent(y[c], escapes[e].weight, scaled_step, u[c]);
+  }
+}
+
+const float* PredictedRows::Predict(int slice, const int16_t* const* inputs, int64_t rows) {
+  const int64_t n_c = d_.channels;
+  const size_t values = static_cast<size_t>(rows * n_c);
+  if (acc_.size() < values) acc_.resize(values);
+  base_.resize(values);
+  const float* bias = d_.prediction.bias.data() + static_cast<size_t>(slice) * static_cast<size_t>(n_c);
+  for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + n_c, base_.data() + r * n_c);
+  int input_slices[3];
+  size_t block = 0;
+  const int blocks = PredictorInputs(slice, input_slices, &block);
+  for (int b = 0; b < blocks; ++b, ++block) {
+    const int16_t* weights = d_.prediction.weights.data() + block * static_cast<size_t>(n_c * n_c);
+    const float* scale = d_.prediction.weight_scales.data() + block * static_cast<size_t>(n_c);
+    SumComponents(inputs[b], rows, n_c, weights, n_c, acc_.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      float* base = base_.data() + r * n_c;
+      const int32_t* sums = acc_.data() + r * n_c;
+      for (int64_t c = 0; c < n_c; ++c) base[c] = AddPrediction(base[c], sums[c], scale[c]);
+    }
+  }
+  return base_.data();
+}
+
+void PredictedRows::Reconstruct(int slice, float step, const int16_t* q, int64_t kept, int64_t rows,
+                                const EscapedComponent* escapes, size_t escape_count, float* y, int16_t* z) {
+  const int64_t n_c = d_.channels, z_stride = WeightStride(n_c);
+  const int16_t* basis = d_.ResidualBasis(slice);
+  SumComponents(q, rows, kept, basis, n_c, acc_.data());
+  const float scaled_step = TransformStepScale(step);
+  const float* input_scale = d_.prediction.input_scales.data() + static_cast<size_t>(slice) * static_cast<size_t>(n_c);
+  size_t e = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const size_t first = e;
+    while (e < escape_count && escapes[e].row == r) ++e;
+    float* out = y + r * n_c;
+    DequantTransformRow(acc_.data() + r * n_c, base_.data() + r * n_c, scaled_step, escapes + first, e - first, basis, n_c,
+                        out);
+    int16_t* zr = z + r * z_stride;
+    for (int64_t c = 0; c < n_c; ++c) zr[c] = PredictorInput(out[c], input_scale[c]);
+    if (z_stride > n_c) zr[n_c] = 0;
+  }
+}
+
+}  // namespace kvstream::codec

@@ -1,0 +1,315 @@
+// The predicted scheme on real KV: its profile section (round trip, hostile values, the older profile
+// version), and whole chunks: the decoder reproduces the normative reconstruction (written out here
+// independently) bit for bit under every kernel, the encoder predicted from exactly what the decoder
+// holds (every coded component within half a step), chunks decode like one whole context, and bad input
+// is refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "codec/common/container_format.h"
+#include "codec/common/crc32c.h"
+#include "codec/common/key_rotation.h"
+#include "codec/common/profile_data.h"
+#include "common/half.h"
+#include "kv_fixture.h"
+#include "kvstream/codec.h"
+#include "kvstream/profile.h"
+#include "test_views.h"
+#include "transform_reference.h"
+
+namespace kvstream {
+namespace {
+
+using testing::CodedSegment;
+using testing::CopyOf;
+using testing::Kv2;
+using testing::Layout;
+using testing::Tensor;
+
+constexpr int kTokens = 160;
+constexpr int kSampleTokens = 112;  // the profile learns from positions [0, 112); chunks also cover unseen ones
+
+const testing::RealKv& Kv() { return testing::MustGetRealKv("stories260K", kTokens); }
+
+Result<Profile> BuildProfile(int sample_tokens, bool transform = true) {
+  return testing::LearnProfile(Kv(), sample_tokens, transform, /*predict=*/true);
+}
+
+const Profile& PredictedProfile() {
+  static const Profile profile = [] {
+    auto p = BuildProfile(kSampleTokens);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return std::move(p).value();
+  }();
+  return profile;
+}
+
+std::vector<uint8_t> EncodePredicted(const Tensor& k, const Tensor& v, int64_t t0, Level level, EncodeStats* stats = nullptr,
+                                     int threads = 1) {
+  return testing::EncodeWith(PredictedProfile(), QuantScheme::kPredicted, k, v, t0, level, stats, threads);
+}
+
+Kv2 Decode(const std::vector<uint8_t>& bytes, DType dtype = DType::kF32) {
+  return testing::DecodeWith(PredictedProfile(), bytes, dtype);
+}
+
+uint32_t FloatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// docs/format.md, "Scheme 4", one position through every slice, written out independently of the codec:
+// integer inputs by nearbyint (ties to even), int64 sums, each float operation rounded on its own.
+class ReferenceDecoder {
+ public:
+  explicit ReferenceDecoder(const ProfileData& d) : d_(d), z_(static_cast<size_t>(2 * d.layers) * d.channels) {}
+
+  // The prediction of `slice` at this position, from the slices reconstructed so far.
+  std::vector<float> Predict(int slice) const {
+    const int C = d_.channels;
+    const ProfilePrediction& p = d_.prediction;
+    std::vector<float> base(p.bias.begin() + slice * C, p.bias.begin() + (slice + 1) * C);
+    int inputs[3];
+    size_t block = 0;
+    const int n = PredictorInputs(slice, inputs, &block);
+    for (int b = 0; b < n; ++b, ++block) {
+      const int32_t* z = z_.data() + inputs[b] * C;
+      for (int c = 0; c < C; ++c) {
+        int64_t acc = 0;
+        for (int i = 0; i < C; ++i) acc += int64_t{z[i]} * p.weights[(block * C + i) * C + c];
+        EXPECT_LT(std::llabs(acc), int64_t{1} << 31);
+        const float term = static_cast<float>(acc) * p.weight_scales[block * C + c];
+        base[c] = base[c] + term;
+      }
+    }
+    return base;
+  }
+
+  // The slice's row from its kept components' symbols (0 = escape, its weight next in *escapes).
+  std::vector<float> Reconstruct(int slice, const std::vector<float>& base, const uint8_t* symbols, uint32_t kept, float step,
+                                 const float** escapes) {
+    const int C = d_.channels;
+    const int16_t* basis = d_.ResidualBasis(slice);
+    const float scaled_step = step * (1.0f / 16384.0f);
+    std::vector<std::pair<uint32_t, float>> escaped;
+    for (uint32_t j = 0; j < kept; ++j) {
+      if (symbols[j] == 0) escaped.push_back({j, *(*escapes)++});
+    }
+    std::vector<float> y(static_cast<size_t>(C));
+    for (int c = 0; c < C; ++c) {
+      int64_t acc = 0;
+      for (uint32_t j = 0; j < kept; ++j) {
+        if (symbols[j] != 0) acc += static_cast<int64_t>(symbols[j] - 128) * basis[j * C + c];
+      }
+      const float scaled = static_cast<float>(acc) * scaled_step;
+      y[c] = base[c] + scaled;
+      for (const auto& [j, w] : escaped) {
+        const float term = (w * scaled_step) * static_cast<float>(basis[j * C + c]);
+        y[c] = y[c] + term;
+      }
+    }
+    const float* scale = d_.prediction.input_scales.data() + slice * C;
+    for (int c = 0; c < C; ++c) {
+      const float v = y[c] * scale[c];
+      z_[static_cast<size_t>(slice * C + c)] = static_cast<int32_t>(std::clamp(std::nearbyint(v), -2047.0f, 2047.0f));
+    }
+    return y;
+  }
+
+ private:
+  const ProfileData& d_;
+  std::vector<int32_t> z_;  // [slice][channel] at this position
+};
+
+TEST(PredictedProfile, SavesLoadsAndRefusesCorruptSections) {
+  const Profile& p = PredictedProfile();
+  ASSERT_TRUE(p.has_transform());
+  ASSERT_TRUE(p.has_prediction());
+  const ProfileData& d = p.data();
+  const int C = p.channels();
+  for (const ProfilePredictionLevel& level : d.prediction.levels) {
+    for (uint32_t kept : level.kept) EXPECT_LE(kept, static_cast<uint32_t>(C));
+  }
+  for (float scale : d.prediction.input_scales) {
+    int e = 0;
+    EXPECT_EQ(std::frexp(scale, &e), 0.5f) << scale;
+  }
+  auto parsed = Profile::Parse(p.bytes().data(), p.bytes().size());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_TRUE(parsed->has_prediction());
+  EXPECT_EQ(parsed->hash(), p.hash());
+  LevelQuality q;
+  q.top1_agreement = 0.99;
+  auto measured = p.WithQuality(3, q, QuantScheme::kPredicted);
+  ASSERT_TRUE(measured.ok()) << measured.status().ToString();
+  auto reparsed = Profile::Parse(measured->bytes().data(), measured->bytes().size());
+  ASSERT_TRUE(reparsed.ok()) << reparsed.status().ToString();
+  EXPECT_EQ(reparsed->prediction_quality()[2].top1_agreement, 0.99);
+  EXPECT_TRUE(std::isnan(reparsed->transform_quality()[2].top1_agreement));
+
+  // Hostile prediction sections, each behind a valid CRC.
+  const auto refused = [](ProfileData bad, const std::string& why) {
+    bad.Finalize();
+    auto r = Profile::Parse(bad.bytes.data(), bad.bytes.size());
+    ASSERT_FALSE(r.ok()) << why;
+    EXPECT_EQ(r.status().code(), StatusCode::kCorruptData);
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status().ToString();
+  };
+  ProfileData bad = d;
+  bad.prediction.input_scales[7] = 3.0f;
+  refused(bad, "input scale");
+  bad = d;
+  bad.prediction.weights[11] = static_cast<int16_t>(codec::MaxPredictorWeight(C) + 1);
+  refused(bad, "predictor weight");
+  bad = d;
+  bad.prediction.bases[5] = -16385;
+  refused(bad, "residual basis");
+  bad = d;
+  bad.prediction.levels[1].kept[3] = static_cast<uint32_t>(C) + 1;
+  refused(bad, "kept");
+  bad = d;
+  bad.prediction.bias[2] = std::numeric_limits<float>::infinity();
+  refused(bad, "bias");
+  bad = d;
+  bad.has_transform = false;  // a prediction needs the transform's rope and steps
+  refused(bad, "prediction flag");
+  for (size_t cut = 0; cut < p.bytes().size(); cut += 1009) EXPECT_FALSE(Profile::Parse(p.bytes().data(), cut).ok());
+
+  // A version-2 profile (before the prediction section) still parses, without a prediction.
+  ProfileData old = d;
+  old.has_prediction = false;
+  old.Finalize();
+  std::vector<uint8_t> v2(old.bytes.begin(), old.bytes.end() - 5);  // without the flag byte and the CRC
+  const uint16_t version = codec::kProfileVersionWithoutPrediction;
+  std::memcpy(v2.data() + 4, &version, 2);
+  const uint32_t crc = codec::Crc32c(v2.data(), v2.size());
+  v2.insert(v2.end(), reinterpret_cast<const uint8_t*>(&crc), reinterpret_cast<const uint8_t*>(&crc) + 4);
+  auto from_v2 = Profile::Parse(v2.data(), v2.size());
+  ASSERT_TRUE(from_v2.ok()) << from_v2.status().ToString();
+  EXPECT_TRUE(from_v2->has_transform());
+  EXPECT_FALSE(from_v2->has_prediction());
+}
+
+TEST(PredictedProfile, NeedsTheTransformAndEnoughSamples) {
+  auto without_transform = BuildProfile(kSampleTokens, /*transform=*/false);
+  ASSERT_FALSE(without_transform.ok());
+  EXPECT_EQ(without_transform.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(without_transform.status().message().find("transform"), std::string::npos);
+  auto too_few = BuildProfile(20);
+  ASSERT_FALSE(too_few.ok());
+  EXPECT_EQ(too_few.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_few.status().message().find("positions"), std::string::npos) << too_few.status().ToString();
+}
+
+TEST(PredictedChunk, DecoderReproducesTheNormativeReconstruction) {
+  const auto& kv = Kv();
+  const Tensor k = CopyOf(kv.cache.keys(), DType::kF32, Layout::kDense);
+  const Tensor v = CopyOf(kv.cache.values(), DType::kF32, Layout::kDense);
+  const int64_t L = k.view.layers(), T = k.view.tokens(), C = k.view.channels();
+  const ProfileData& d = PredictedProfile().data();
+  const Level levels = static_cast<Level>(PredictedProfile().ladder().size());
+  double previous_bits = 1e9;
+  for (Level level = 1; level <= levels; ++level) {
+    SCOPED_TRACE("level " + std::to_string(level));
+    EncodeStats stats;
+    const auto bytes = EncodePredicted(k, v, 0, level, &stats);
+    auto info = InspectChunk(bytes.data(), bytes.size());
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    EXPECT_EQ(info->scheme, QuantScheme::kPredicted);
+    EXPECT_EQ(info->sink_rows, 4);
+    const Kv2 out = Decode(bytes);
+    // Every segment's symbols, and the reference decoder run position by position through the slices.
+    std::vector<CodedSegment> coded;
+    std::vector<uint32_t> kept;
+    std::vector<float> steps;
+    for (const SegmentInfo& seg : info->segments) {
+      const int slice = static_cast<int>(seg.layer) * 2 + (seg.tensor == SegmentTensor::kKeys ? 0 : 1);
+      kept.push_back(d.prediction.levels[level - 1].kept[slice]);
+      steps.push_back(d.transform.levels[level - 1].steps[slice]);
+      const auto models = d.prediction.levels[level - 1].bank.ChannelModels(d.Index(slice / 2, slice % 2, 0), kept.back());
+      coded.push_back(testing::ReadCodedSegment(bytes, seg, T, info->sink_rows, C, models));
+    }
+    std::vector<const float*> escapes;
+    for (const CodedSegment& c : coded) escapes.push_back(c.escapes.data());
+    const codec::RopeTable rope(d.transform.rope, 0, T);
+    for (int64_t t = 0; t < T; ++t) {
+      if (t < 4) {  // sink rows: exact fp16
+        for (int64_t l = 0; l < L; ++l)
+          for (int64_t c = 0; c < C; ++c) ASSERT_EQ(FloatBits(out.v.at(l, t, c)), FloatBits(HalfToFloat(FloatToHalf(v.at(l, t, c)))));
+        continue;
+      }
+      ReferenceDecoder reference(d);
+      for (int slice = 0; slice < 2 * L; ++slice) {
+        const int layer = slice / 2, s = slice % 2;
+        const std::vector<float> base = reference.Predict(slice);
+        const uint8_t* symbols = coded[slice].symbols.data() + (t - 4) * kept[slice];
+        std::vector<float> want = reference.Reconstruct(slice, base, symbols, kept[slice], steps[slice], &escapes[slice]);
+        // The encoder quantised the input's residual from this same prediction: each coded component
+        // within half a step.
+        std::vector<float> input(static_cast<size_t>(C));
+        for (int64_t c = 0; c < C; ++c) input[c] = (s == 0 ? k : v).at(layer, t, c);
+        if (s == 0) rope.Unrotate(input.data(), t, static_cast<int>(C));
+        const int16_t* basis = d.ResidualBasis(slice);
+        for (uint32_t j = 0; j < kept[slice]; ++j) {
+          if (symbols[j] == 0) continue;
+          double w = 0;
+          for (int64_t c = 0; c < C; ++c) w += basis[j * C + c] / 16384.0 * (double{input[c]} - base[c]);
+          ASSERT_LE(std::fabs(w / steps[slice] - (symbols[j] - 128)), 0.5 + 1e-3) << "slice " << slice << " t " << t << " j " << j;
+        }
+        if (s == 0) testing::RotateReference(want, t, d.transform.rope);
+        const Tensor& dec = s == 0 ? out.k : out.v;
+        for (int64_t c = 0; c < C; ++c) {
+          ASSERT_EQ(FloatBits(dec.at(layer, t, c)), FloatBits(want[c])) << "slice " << slice << " t " << t << " c " << c;
+        }
+      }
+    }
+    for (size_t i = 0; i < coded.size(); ++i) EXPECT_EQ(escapes[i], coded[i].escapes.data() + coded[i].escapes.size());
+    // Every kernel encodes the same bytes and decodes the same bits, on one thread or several.
+    std::vector<uint8_t> portable_bytes, avx2_bytes;
+    testing::WithPortableKernels([&] { portable_bytes = EncodePredicted(k, v, 0, level); });
+    testing::WithKernelsDisabled("KVSTREAM_DISABLE_AVX512", [&] { avx2_bytes = EncodePredicted(k, v, 0, level); });
+    EXPECT_EQ(portable_bytes, bytes);
+    EXPECT_EQ(avx2_bytes, bytes);
+    EXPECT_EQ(EncodePredicted(k, v, 0, level, nullptr, 3), bytes);
+    testing::ExpectEveryKernelDecodesTheSameBits(bytes, out, [](const std::vector<uint8_t>& b) { return Decode(b); });
+    testing::ExpectSmallerThanTheLevelBefore(bytes, k.view, "predicted", level, stats.escapes, &previous_bits);
+  }
+}
+
+TEST(PredictedChunk, ChunksDecodeLikeTheWholeContextWhateverTheInputLayout) {
+  testing::ExpectChunksDecodeLikeTheWholeContext(
+      Kv().cache, [](const Tensor& k, const Tensor& v, int64_t t0) { return EncodePredicted(k, v, t0, 3); },
+      [](const std::vector<uint8_t>& bytes) { return Decode(bytes); });
+}
+
+TEST(PredictedChunk, RefusesMissingAndWrongProfiles) {
+  const auto& kv = Kv();
+  // A profile with the transform but no prediction cannot code it.
+  ProfileOptions options;
+  options.transform = true;
+  options.rope = kv.model->config().rope();
+  ProfileBuilder builder(options);
+  ASSERT_TRUE(builder.AddSample(kv.cache.keys(), kv.cache.values()).ok());
+  auto transform_only = builder.Build();
+  ASSERT_TRUE(transform_only.ok());
+  EXPECT_FALSE(transform_only->has_prediction());
+  EXPECT_TRUE(transform_only->prediction_quality().empty());
+  EXPECT_FALSE(transform_only->WithQuality(1, LevelQuality{}, QuantScheme::kPredicted).ok());
+  const Tensor k = CopyOf(kv.cache.keys(), DType::kF16, Layout::kDense, 0, 32);
+  const Tensor v = CopyOf(kv.cache.values(), DType::kF16, Layout::kDense, 0, 32);
+  testing::ExpectSchemeRefusedWithoutItsProfile(kv.cache, QuantScheme::kPredicted, *transform_only,
+                                                EncodePredicted(k, v, 0, 2), "predict");
+}
+
+TEST(PredictedChunk, TruncatedAndBitFlippedChunksAreRefused) {
+  testing::ExpectTruncatedAndFlippedChunksRefused(
+      Kv().cache, [](const Tensor& k, const Tensor& v) { return EncodePredicted(k, v, 0, 4); }, PredictedProfile());
+}
+
+}  // namespace
+}  // namespace kvstream
