@@ -6,7 +6,7 @@
 #include <cstring>
 #include <random>
 
-#include "codec/common/crc32c.h"
+#include "chunk_crcs.h"
 #include "kv_fixture.h"
 #include "kvstream/codec.h"
 #include "test_views.h"
@@ -14,6 +14,9 @@
 namespace kvstream {
 namespace {
 
+using testing::FixAllCrcs;
+using testing::FixHeaderCrc;
+using testing::HeaderBytes;
 using testing::Layout;
 using testing::Tensor;
 
@@ -44,37 +47,6 @@ Status Decode(const std::vector<uint8_t>& b, const DecodeLimits& limits = {}) {
   o.limits = limits;
   if (b.size() >= 12 && static_cast<int8_t>(b[8]) == kLevelText) return DecodeChunkTokens(b.data(), b.size(), limits).status();
   return DecodeChunk(b.data(), b.size(), o, k.view, v.view);
-}
-
-uint32_t HeaderBytes(const std::vector<uint8_t>& b) {
-  uint32_t segments;
-  std::memcpy(&segments, b.data() + 28, 4);
-  return 64 + 24 * segments + 4;
-}
-
-void FixHeaderCrc(std::vector<uint8_t>* b) {
-  const uint32_t hb = HeaderBytes(*b);
-  if (hb > b->size()) return;
-  const uint32_t crc = codec::Crc32c(b->data(), hb - 4);
-  std::memcpy(b->data() + hb - 4, &crc, 4);
-}
-
-// Recomputes every segment's CRC as the index describes it, then the header's.
-void FixAllCrcs(std::vector<uint8_t>* b) {
-  uint32_t segments;
-  std::memcpy(&segments, b->data() + 28, 4);
-  for (uint32_t i = 0; i < segments; ++i) {
-    const size_t entry = 64 + 24 * static_cast<size_t>(i);
-    if (entry + 24 > b->size()) return;
-    uint64_t offset;
-    uint32_t size;
-    std::memcpy(&offset, b->data() + entry, 8);
-    std::memcpy(&size, b->data() + entry + 8, 4);
-    if (offset > b->size() || size > b->size() - offset) continue;
-    const uint32_t crc = codec::Crc32c(b->data() + offset, size);
-    std::memcpy(b->data() + entry + 12, &crc, 4);
-  }
-  FixHeaderCrc(b);
 }
 
 template <typename T>

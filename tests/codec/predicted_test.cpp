@@ -1,8 +1,9 @@
 // The predicted scheme on real KV: its profile section (round trip, hostile values, the older profile
 // version), and whole chunks: the decoder reproduces the normative reconstruction (written out here
 // independently) bit for bit under every kernel, the encoder predicted from exactly what the decoder
-// holds (every coded component within half a step), chunks decode like one whole context, and bad input
-// is refused.
+// holds (every coded component within half a step), chunks decode like one whole context, every dtype
+// and stride pattern agrees, and bad input (missing profiles, truncations, bit flips, mutations behind
+// valid CRCs) is refused or decoded without harm.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "codec/common/key_rotation.h"
 #include "codec/common/profile_data.h"
 #include "common/half.h"
+#include "chunk_crcs.h"
 #include "kv_fixture.h"
 #include "kvstream/codec.h"
 #include "kvstream/profile.h"
@@ -309,6 +311,63 @@ TEST(PredictedChunk, RefusesMissingAndWrongProfiles) {
 TEST(PredictedChunk, TruncatedAndBitFlippedChunksAreRefused) {
   testing::ExpectTruncatedAndFlippedChunksRefused(
       Kv().cache, [](const Tensor& k, const Tensor& v) { return EncodePredicted(k, v, 0, 4); }, PredictedProfile());
+}
+
+// Every input dtype and stride pattern codes the same bytes as its dense copy, and every output dtype
+// and stride pattern holds the fp32 decode rounded once.
+TEST(PredictedChunk, EveryDTypeAndStridePatternAgree) {
+  const auto& kv = Kv();
+  for (DType in_dt : testing::kAllDTypes) {
+    const Tensor dense_k = CopyOf(kv.cache.keys(), in_dt, Layout::kDense, 0, 40);
+    const Tensor dense_v = CopyOf(kv.cache.values(), in_dt, Layout::kDense, 0, 40);
+    const auto reference = EncodePredicted(dense_k, dense_v, 0, 2);
+    const Kv2 want = Decode(reference);
+    const TensorView& shape = want.k.view;
+    for (Layout layout : testing::kAllLayouts) {
+      SCOPED_TRACE(std::string(DTypeName(in_dt)) + " " + testing::LayoutName(layout));
+      EXPECT_EQ(EncodePredicted(CopyOf(dense_k.view, in_dt, layout), CopyOf(dense_v.view, in_dt, layout), 0, 2), reference);
+      for (DType out_dt : testing::kAllDTypes) {
+        Tensor dk(out_dt, shape.layers(), shape.tokens(), shape.channels(), layout), dv = dk;
+        DecodeOptions o;
+        o.profile = &PredictedProfile();
+        ASSERT_TRUE(DecodeChunk(reference.data(), reference.size(), o, dk.view, dv.view).ok());
+        Tensor expect(out_dt, 1, 1, 1, Layout::kDense);
+        for (int64_t l = 0; l < shape.layers(); ++l)
+          for (int64_t t = 0; t < shape.tokens(); ++t)
+            for (int64_t c = 0; c < shape.channels(); ++c) {
+              StoreFromFloat(expect.view, 0, 0, 0, want.k.at(l, t, c));
+              ASSERT_EQ(dk.bits(l, t, c), expect.bits(0, 0, 0)) << DTypeName(out_dt);
+              StoreFromFloat(expect.view, 0, 0, 0, want.v.at(l, t, c));
+              ASSERT_EQ(dv.bits(l, t, c), expect.bits(0, 0, 0)) << DTypeName(out_dt);
+            }
+      }
+    }
+  }
+}
+
+// Mutated segments behind valid CRCs reach the entropy decoder and the reconstruction: a clear error or a
+// decode, never a crash (the CI runs this under AddressSanitizer and UBSan).
+TEST(PredictedChunk, MutationsBehindValidCrcsNeverCrash) {
+  const auto& kv = Kv();
+  const Tensor k = CopyOf(kv.cache.keys(), DType::kF16, Layout::kDense, 0, 40);
+  const Tensor v = CopyOf(kv.cache.values(), DType::kF16, Layout::kDense, 0, 40);
+  const auto good = EncodePredicted(k, v, 0, 3);
+  const uint32_t header = testing::HeaderBytes(good);
+  Tensor dk(DType::kF16, k.view.layers(), 40, k.view.channels(), Layout::kDense), dv = dk;
+  DecodeOptions o;
+  o.profile = &PredictedProfile();
+  o.threads = 2;
+  std::mt19937 rng(9);
+  int failures = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::vector<uint8_t> b = good;
+    for (int edits = 1 + static_cast<int>(rng() % 4); edits > 0; --edits) {
+      b[header + rng() % (b.size() - header)] = static_cast<uint8_t>(rng());
+    }
+    testing::FixAllCrcs(&b);
+    failures += !DecodeChunk(b.data(), b.size(), o, dk.view, dv.view).ok();
+  }
+  EXPECT_GT(failures, 0);
 }
 
 }  // namespace
