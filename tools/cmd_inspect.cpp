@@ -49,7 +49,7 @@ Status InspectProfileFile(const std::string& path) {
                 s.cachegen_bins[1][0], s.cachegen_bins[1][1], Num(q.top1_agreement, "%.4f").c_str(),
                 Num(q.ppl_delta_pct, "%+.2f").c_str(), Num(q.kl_mean, "%.5f").c_str(), Num(q.bits_per_value, "%.3f").c_str());
   }
-  if (!p.has_transform()) {
+  if (!p.Supports(QuantScheme::kTransform)) {
     std::printf("  transform  none (chunks of scheme transform need a profile made with --transform)\n");
     return Status::Ok();
   }
@@ -57,7 +57,7 @@ Status InspectProfileFile(const std::string& path) {
   std::printf("  transform  PCA bases of the keys (RoPE undone: head_dim %d, theta %g, %s pairs) and of the values\n",
               t.rope.head_dim, t.rope.theta, t.rope.layout == RopeLayout::kInterleaved ? "interleaved" : "rotate-half");
   PrintKeptComponents(p, t.quality, [&](size_t i) -> const std::vector<uint32_t>& { return t.levels[i].kept; });
-  if (!p.has_prediction()) {
+  if (!p.Supports(QuantScheme::kPredicted)) {
     std::printf("  predicted  none (chunks of scheme predicted need a profile made with --predict)\n");
     return Status::Ok();
   }

@@ -370,10 +370,6 @@ Status Profile::CheckShape(int64_t layers, int64_t channels, const std::string& 
 }
 const std::vector<LevelSpec>& Profile::ladder() const { return data_->ladder; }
 const std::vector<LevelQuality>& Profile::quality() const { return data_->quality; }
-bool Profile::has_transform() const { return data_->has_transform; }
-const std::vector<LevelQuality>& Profile::transform_quality() const { return data_->transform.quality; }
-bool Profile::has_prediction() const { return data_->has_prediction; }
-const std::vector<LevelQuality>& Profile::prediction_quality() const { return data_->prediction.quality; }
 
 bool Profile::Supports(QuantScheme scheme) const {
   switch (scheme) {

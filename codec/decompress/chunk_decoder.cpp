@@ -230,7 +230,7 @@ class SegmentDecoder {
     size_t row_symbols = n_c;
     if (transform_) {
       const bool predicted = info_.scheme == QuantScheme::kPredicted;
-      if (!profile_->has_transform() || (predicted && !profile_->has_prediction())) {
+      if (!profile_->Supports(info_.scheme)) {
         return Status::CorruptData(in_.what() + ": a " + QuantSchemeName(info_.scheme) + " chunk, but its profile has no " +
                                    (predicted ? "prediction" : "transform"));
       }
@@ -486,7 +486,7 @@ Status DecodeChunk(const uint8_t* data, size_t size, const DecodeOptions& option
   if (IsLossyLevel(info.level)) {
     std::optional<codec::RopeTable> rope;  // the chunk's positions, shared by its key segments
     const bool predicted = info.scheme == QuantScheme::kPredicted;
-    if ((info.scheme == QuantScheme::kTransform || predicted) && options.profile->has_transform()) {
+    if ((info.scheme == QuantScheme::kTransform || predicted) && options.profile->Supports(QuantScheme::kTransform)) {
       rope.emplace(options.profile->data().transform.rope, info.token_begin, info.tokens);
     }
     // Segment 2l holds layer l's keys and 2l + 1 its values (the container reader checked the order). A

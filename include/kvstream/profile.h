@@ -78,18 +78,10 @@ class Profile {
   // The lossy levels this profile serves, 1..levels().size(), in order.
   const std::vector<LevelSpec>& ladder() const;
   const std::vector<LevelQuality>& quality() const;  // [level - 1], with the channel-uniform scheme
-  // Whether the profile carries the transform scheme's bases (ProfileOptions::transform), which chunks of
-  // QuantScheme::kTransform need.
-  bool has_transform() const;
-  // [level - 1], with the transform scheme; empty without a transform.
-  const std::vector<LevelQuality>& transform_quality() const;
-  // Whether the profile carries the predicted scheme's predictors (ProfileOptions::predict), which chunks
-  // of QuantScheme::kPredicted need.
-  bool has_prediction() const;
-  // [level - 1], with the predicted scheme; empty without a prediction.
-  const std::vector<LevelQuality>& prediction_quality() const;
-  // Whether chunks of `scheme` can be coded with this profile (cachegen-token never uses one), and the
-  // measured quality of its levels ([level - 1]; empty when it cannot).
+  // Whether chunks of `scheme` can be coded with this profile, and the measured quality of its levels
+  // ([level - 1]; empty when it cannot). Channel-uniform always can (quality() is its quality); transform
+  // needs a profile learned with ProfileOptions::transform, predicted one with ProfileOptions::predict;
+  // cachegen-token never uses a profile.
   bool Supports(QuantScheme scheme) const;
   const std::vector<LevelQuality>& QualityOf(QuantScheme scheme) const;
   // A copy with the measured quality of `level` with `scheme` recorded (the profile must carry the scheme;

@@ -130,8 +130,8 @@ class ReferenceDecoder {
 
 TEST(PredictedProfile, SavesLoadsAndRefusesCorruptSections) {
   const Profile& p = PredictedProfile();
-  ASSERT_TRUE(p.has_transform());
-  ASSERT_TRUE(p.has_prediction());
+  ASSERT_TRUE(p.Supports(QuantScheme::kTransform));
+  ASSERT_TRUE(p.Supports(QuantScheme::kPredicted));
   const ProfileData& d = p.data();
   const int C = p.channels();
   for (const ProfilePredictionLevel& level : d.prediction.levels) {
@@ -143,7 +143,7 @@ TEST(PredictedProfile, SavesLoadsAndRefusesCorruptSections) {
   }
   auto parsed = Profile::Parse(p.bytes().data(), p.bytes().size());
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-  EXPECT_TRUE(parsed->has_prediction());
+  EXPECT_TRUE(parsed->Supports(QuantScheme::kPredicted));
   EXPECT_EQ(parsed->hash(), p.hash());
   LevelQuality q;
   q.top1_agreement = 0.99;
@@ -151,8 +151,8 @@ TEST(PredictedProfile, SavesLoadsAndRefusesCorruptSections) {
   ASSERT_TRUE(measured.ok()) << measured.status().ToString();
   auto reparsed = Profile::Parse(measured->bytes().data(), measured->bytes().size());
   ASSERT_TRUE(reparsed.ok()) << reparsed.status().ToString();
-  EXPECT_EQ(reparsed->prediction_quality()[2].top1_agreement, 0.99);
-  EXPECT_TRUE(std::isnan(reparsed->transform_quality()[2].top1_agreement));
+  EXPECT_EQ(reparsed->QualityOf(QuantScheme::kPredicted)[2].top1_agreement, 0.99);
+  EXPECT_TRUE(std::isnan(reparsed->QualityOf(QuantScheme::kTransform)[2].top1_agreement));
 
   // Hostile prediction sections, each behind a valid CRC.
   const auto refused = [](ProfileData bad, const std::string& why) {
@@ -193,8 +193,8 @@ TEST(PredictedProfile, SavesLoadsAndRefusesCorruptSections) {
   v2.insert(v2.end(), reinterpret_cast<const uint8_t*>(&crc), reinterpret_cast<const uint8_t*>(&crc) + 4);
   auto from_v2 = Profile::Parse(v2.data(), v2.size());
   ASSERT_TRUE(from_v2.ok()) << from_v2.status().ToString();
-  EXPECT_TRUE(from_v2->has_transform());
-  EXPECT_FALSE(from_v2->has_prediction());
+  EXPECT_TRUE(from_v2->Supports(QuantScheme::kTransform));
+  EXPECT_FALSE(from_v2->Supports(QuantScheme::kPredicted));
 }
 
 TEST(PredictedProfile, NeedsTheTransformAndEnoughSamples) {
@@ -299,8 +299,8 @@ TEST(PredictedChunk, RefusesMissingAndWrongProfiles) {
   ASSERT_TRUE(builder.AddSample(kv.cache.keys(), kv.cache.values()).ok());
   auto transform_only = builder.Build();
   ASSERT_TRUE(transform_only.ok());
-  EXPECT_FALSE(transform_only->has_prediction());
-  EXPECT_TRUE(transform_only->prediction_quality().empty());
+  EXPECT_FALSE(transform_only->Supports(QuantScheme::kPredicted));
+  EXPECT_TRUE(transform_only->QualityOf(QuantScheme::kPredicted).empty());
   EXPECT_FALSE(transform_only->WithQuality(1, LevelQuality{}, QuantScheme::kPredicted).ok());
   const Tensor k = CopyOf(kv.cache.keys(), DType::kF16, Layout::kDense, 0, 32);
   const Tensor v = CopyOf(kv.cache.values(), DType::kF16, Layout::kDense, 0, 32);

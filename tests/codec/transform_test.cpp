@@ -206,7 +206,7 @@ TEST(SumComponents, EveryKernelGivesTheExactIntegerSums) {
 
 TEST(TransformProfile, SavesLoadsAndRefusesCorruptSections) {
   const Profile& p = TransformProfile();
-  ASSERT_TRUE(p.has_transform());
+  ASSERT_TRUE(p.Supports(QuantScheme::kTransform));
   const ProfileData& d = p.data();
   EXPECT_EQ(d.transform.rope.head_dim, Kv().model->config().rope().head_dim);
   for (const ProfileTransformLevel& level : d.transform.levels) {
@@ -222,7 +222,7 @@ TEST(TransformProfile, SavesLoadsAndRefusesCorruptSections) {
   }
   auto parsed = Profile::Parse(p.bytes().data(), p.bytes().size());
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-  EXPECT_TRUE(parsed->has_transform());
+  EXPECT_TRUE(parsed->Supports(QuantScheme::kTransform));
   EXPECT_EQ(parsed->hash(), p.hash());
   // Each scheme keeps its own measured quality.
   LevelQuality q;
@@ -232,8 +232,8 @@ TEST(TransformProfile, SavesLoadsAndRefusesCorruptSections) {
   ASSERT_TRUE(measured.ok()) << measured.status().ToString();
   auto reparsed = Profile::Parse(measured->bytes().data(), measured->bytes().size());
   ASSERT_TRUE(reparsed.ok()) << reparsed.status().ToString();
-  EXPECT_EQ(reparsed->transform_quality()[1].top1_agreement, 0.97);
-  EXPECT_EQ(reparsed->transform_quality()[1].bits_per_value, 3.5);
+  EXPECT_EQ(reparsed->QualityOf(QuantScheme::kTransform)[1].top1_agreement, 0.97);
+  EXPECT_EQ(reparsed->QualityOf(QuantScheme::kTransform)[1].bits_per_value, 3.5);
   EXPECT_TRUE(std::isnan(reparsed->quality()[1].top1_agreement));
   EXPECT_NE(reparsed->hash(), p.hash());
 
@@ -424,8 +424,8 @@ TEST(TransformChunk, RefusesMissingAndWrongProfiles) {
   ASSERT_TRUE(builder.AddSample(kv.cache.keys(), kv.cache.values()).ok());
   auto without = builder.Build();
   ASSERT_TRUE(without.ok());
-  EXPECT_FALSE(without->has_transform());
-  EXPECT_TRUE(without->transform_quality().empty());
+  EXPECT_FALSE(without->Supports(QuantScheme::kTransform));
+  EXPECT_TRUE(without->QualityOf(QuantScheme::kTransform).empty());
   EXPECT_FALSE(without->WithQuality(1, LevelQuality{}, QuantScheme::kTransform).ok());
   const Tensor k = CopyOf(kv.cache.keys(), DType::kF16, Layout::kDense, 0, 32);
   const Tensor v = CopyOf(kv.cache.values(), DType::kF16, Layout::kDense, 0, 32);
