@@ -82,7 +82,7 @@ std::unique_ptr<BaselineCodec> MakeKvstreamLevelCodec(std::shared_ptr<const Prof
 }
 
 CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t offset, const std::string& profile_path,
-                                  const CodecBenchOptions& options) {
+                                  const CodecBenchOptions& options, CalibrationSlice* learned_from) {
   return [=](const Model& model) -> Result<std::vector<std::unique_ptr<BaselineCodec>>> {
     if (!profile_path.empty()) {
       std::ifstream pin(profile_path, std::ios::binary);
@@ -118,6 +118,7 @@ CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t o
     ProfileBuilder builder(po);
     KVSTREAM_RETURN_IF_ERROR(builder.AddSample(cache.keys(), cache.values()));
     KVSTREAM_ASSIGN_OR_RETURN(Profile profile, builder.Build());
+    if (learned_from) *learned_from = {calibration_text, begin, n};
     return LevelCodecs(std::move(profile));
   };
 }

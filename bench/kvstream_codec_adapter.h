@@ -12,17 +12,27 @@
 
 namespace kvstream::bench {
 
-// The profile: read from `profile_path` when it is not empty (made by `kvstream profile`, for this
-// model); otherwise learned here: tokens [offset, offset + 2048) of `calibration_text` (fewer if the
-// model's context is shorter; offset < 0: right after the benchmark's context and continuation) are
-// prefilled after a BOS and their KV trains it, with the transform scheme when options.transform.
-// One level of kvstream's codec as a BaselineCodec (method "kvstream", or "kvstream-transform" for the
-// transform scheme, which needs a profile with a transform); `profile` null: every chunk carries its own
-// tables.
+// One level of kvstream's codec as a BaselineCodec (method "kvstream", or "kvstream-transform" /
+// "kvstream-predicted" for those schemes, which need a profile that serves them); `profile` null: every
+// chunk carries its own tables.
 std::unique_ptr<BaselineCodec> MakeKvstreamLevelCodec(std::shared_ptr<const Profile> profile, Level level,
                                                       QuantScheme scheme = QuantScheme::kChannelUniform);
 
+// The calibration slice a learned profile came from, for the benchmark's report.
+struct CalibrationSlice {
+  std::string text;
+  int64_t first_token = 0;
+  int64_t tokens = 0;  // 0: no profile was learned (none, or one read from a file)
+};
+
+// The profile: read from `profile_path` when it is not empty (made by `kvstream profile`, for this
+// model); otherwise learned here: tokens [offset, offset + 2048) of `calibration_text` (4096 with
+// options.predict; fewer if the text or the model's context is shorter; offset < 0: right after the
+// benchmark's context and continuation) are prefilled after a BOS and their KV trains it, with the
+// transform scheme when options.transform and the predicted one when options.predict; *learned_from
+// (if not null) records the slice. Then one codec per level of every scheme the profile serves, plus
+// int8 and fp16.
 CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t offset, const std::string& profile_path,
-                                  const CodecBenchOptions& options);
+                                  const CodecBenchOptions& options, CalibrationSlice* learned_from = nullptr);
 
 }  // namespace kvstream::bench

@@ -71,6 +71,7 @@ Status Run(const Args& args) {
   const std::string calibration_text = args.GetString("calibration-text", o.text);
   KVSTREAM_ASSIGN_OR_RETURN(int64_t cal_offset, args.GetInt("calibration-offset", -1));
 
+  bench::CalibrationSlice calibration;
   auto on_context = [&](const bench::CodecBenchContext& c) {
     nlohmann::json h;
     h["header"] = true;
@@ -85,13 +86,21 @@ Status Run(const Args& args) {
     h["eval_tokens"] = o.eval_tokens;
     h["chunks"] = c.chunks;
     h["ppl_reference"] = c.ppl_reference;
+    if (calibration.tokens > 0) {
+      h["calibration"] = {{"text", calibration.text}, {"first_token", calibration.first_token}, {"tokens", calibration.tokens}};
+    }
     if (json) {
       std::printf("%s\n", h.dump().c_str());
     } else {
       std::printf("kvstream bench codec — %s (%d layers x %d channels), %d context tokens in %d chunks, eval %d\n"
-                  "machine: %s, %u cores, %s kernels; reference ppl %.4f\n\n",
+                  "machine: %s, %u cores, %s kernels; reference ppl %.4f\n",
                   c.model_name.c_str(), c.layers, c.kv_dim, c.context_tokens, c.chunks, o.eval_tokens,
                   CpuModel().c_str(), std::thread::hardware_concurrency(), codec::SimdKernels(), c.ppl_reference);
+      if (calibration.tokens > 0) {
+        std::printf("kvstream profile learned from tokens [%lld, %lld) of %s\n", static_cast<long long>(calibration.first_token),
+                    static_cast<long long>(calibration.first_token + calibration.tokens), calibration.text.c_str());
+      }
+      std::printf("\n");
       std::printf("%-13s %-5s %8s %7s %7s %8s %8s %8s %8s %8s %9s %7s\n", "method", "level", "bits/val", "x fp16",
                   "x int8", "entr+%", "enc GB/s", "dec GB/s", "decN GB/s", "ppl +%", "KL", "top-1");
     }
@@ -136,7 +145,7 @@ Status Run(const Args& args) {
     }
     std::fflush(stdout);
   };
-  return bench::RunCodecBench(o, bench::KvstreamCodecFactory(calibration_text, cal_offset, profile_path, o), on_context, on_row);
+  return bench::RunCodecBench(o, bench::KvstreamCodecFactory(calibration_text, cal_offset, profile_path, o, &calibration), on_context, on_row);
 }
 
 }  // namespace
