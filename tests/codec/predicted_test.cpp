@@ -6,6 +6,7 @@
 // valid CRCs) is refused or decoded without harm.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -15,6 +16,7 @@
 #include "codec/common/crc32c.h"
 #include "codec/common/key_rotation.h"
 #include "codec/common/profile_data.h"
+#include "codec/common/quantizer.h"
 #include "common/half.h"
 #include "chunk_crcs.h"
 #include "kv_fixture.h"
@@ -311,6 +313,36 @@ TEST(PredictedChunk, RefusesMissingAndWrongProfiles) {
 TEST(PredictedChunk, TruncatedAndBitFlippedChunksAreRefused) {
   testing::ExpectTruncatedAndFlippedChunksRefused(
       Kv().cache, [](const Tensor& k, const Tensor& v) { return EncodePredicted(k, v, 0, 4); }, PredictedProfile());
+}
+
+// A profile at the format's bounds: every predictor weight at +-MaxPredictorWeight and every input
+// saturated at kMaxPredictorInput (a huge bias, unit grids), so every block's int32 sums are
+// +-channels x 2047 x MaxPredictorWeight, within one product of 2^31. Nothing overflows (UBSan watches the portable kernel in CI), and every kernel encodes
+// and decodes the same bits.
+TEST(PredictedChunk, SumsAtTheFormatsBoundsStayExact) {
+  ProfileData extreme = PredictedProfile().data();
+  const int max_weight = codec::MaxPredictorWeight(extreme.channels);
+  const size_t block_size = static_cast<size_t>(extreme.channels) * static_cast<size_t>(extreme.channels);
+  ASSERT_LE(int64_t{extreme.channels} * codec::kMaxPredictorInput * max_weight, int64_t{INT32_MAX});
+  // Blocks alternate all +max and all -max; every input is +2047 (the bias dwarfs everything else).
+  for (size_t i = 0; i < extreme.prediction.weights.size(); ++i) {
+    extreme.prediction.weights[i] = static_cast<int16_t>(i / block_size % 2 == 0 ? max_weight : -max_weight);
+  }
+  std::fill(extreme.prediction.bias.begin(), extreme.prediction.bias.end(), 1e7f);
+  std::fill(extreme.prediction.input_scales.begin(), extreme.prediction.input_scales.end(), 1.0f);
+  std::fill(extreme.prediction.weight_scales.begin(), extreme.prediction.weight_scales.end(), 1e-9f);
+  extreme.Finalize();
+  auto profile = Profile::Parse(extreme.bytes.data(), extreme.bytes.size());
+  ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+  const auto& kv = Kv();
+  const Tensor k = CopyOf(kv.cache.keys(), DType::kF32, Layout::kDense, 0, 40);
+  const Tensor v = CopyOf(kv.cache.values(), DType::kF32, Layout::kDense, 0, 40);
+  const auto bytes = testing::EncodeWith(*profile, QuantScheme::kPredicted, k, v, 0, 3);
+  std::vector<uint8_t> portable_bytes;
+  testing::WithPortableKernels([&] { portable_bytes = testing::EncodeWith(*profile, QuantScheme::kPredicted, k, v, 0, 3); });
+  EXPECT_EQ(portable_bytes, bytes);
+  const auto decode = [&](const std::vector<uint8_t>& b) { return testing::DecodeWith(*profile, b); };
+  testing::ExpectEveryKernelDecodesTheSameBits(bytes, decode(bytes), decode);
 }
 
 // Every input dtype and stride pattern codes the same bytes as its dense copy, and every output dtype
