@@ -5,7 +5,8 @@
 // usage: kvstream_rd_study [--model smollm2] [--text FILE] [--context-tokens 2048] [--eval-tokens 256]
 //          [--cal-offset 2400] [--cal-tokens 1024] [--chunk-tokens 256] [--sensitivity FILE]
 //          [--sweep all|quick|extra|sinks|transform]
-//          [--variants pca+derot,pca-head+derot,derot,pca,pca-values,predicted,predicted-prev,predicted-vk]
+//          [--variants pca+derot,pca-head+derot,derot,pca,pca-values,predicted,predicted-prev,predicted-vk,
+//                      predicted-2]
 //          [--alphas 0.1,0.15,0.25/0.5,...]   (alpha for K and V, or key_alpha/value_alpha)
 //          [--ridge 0.001] [--rank 0] [--fit-alpha 0]   (predicted variants: the least-squares ridge,
 //          relative to the mean diagonal; reduced-rank predictors with that many output directions, 0 = full
@@ -147,8 +148,11 @@ Status SweepTransform(const Flags& f, const ModelConfig& config, const QualityMe
         po.values_from_keys = false;
       } else if (variant == "predicted-vk") {
         po.from_previous_layer = false;
+      } else if (variant == "predicted-2") {
+        po.history_layers = 2;
       } else if (variant != "predicted") {
-        return Status::InvalidArgument("--variants: unknown variant '" + variant + "' (predicted, predicted-prev, predicted-vk)");
+        return Status::InvalidArgument("--variants: unknown variant '" + variant +
+                                       "' (predicted, predicted-prev, predicted-vk, predicted-2)");
       }
       po.label = variant + "+pca+derot+sink";
       po.ridge = std::stod(f.values.at("ridge"));
