@@ -429,9 +429,10 @@ class PredictiveCodingScheme final : public RdScheme {
   std::string name() const override { return o_.label; }
   std::string params() const override {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "ka=%.3g va=%.3g prev=%d history=%d vk=%d ridge=%g rank=%d fit=%.3g sink=%d",
+    std::snprintf(buf, sizeof buf, "ka=%.3g va=%.3g prev=%d history=%d same=%d vk=%d ridge=%g rank=%d fit=%.3g sink=%d",
                   o_.key_alpha, o_.value_alpha, o_.from_previous_layer ? 1 : 0, o_.history_layers,
-                  o_.values_from_keys ? 1 : 0, o_.ridge, o_.rank, o_.fit_alpha, o_.sink_tokens);
+                  o_.same_tensor_only ? 1 : 0, o_.values_from_keys ? 1 : 0, o_.ridge, o_.rank, o_.fit_alpha,
+                  o_.sink_tokens);
     return buf;
   }
   int tables(int layers, int channels) const override { return 2 * layers * channels; }
@@ -574,7 +575,7 @@ class PredictiveCodingScheme final : public RdScheme {
 
   int InputCount(int l, int kv) const {
     int n = 0;
-    if (o_.from_previous_layer) n += 2 * channels_ * std::min(l, o_.history_layers);
+    if (o_.from_previous_layer) n += (o_.same_tensor_only ? 1 : 2) * channels_ * std::min(l, o_.history_layers);
     if (o_.values_from_keys && kv == 1) n += channels_;
     return n;
   }
@@ -587,7 +588,13 @@ class PredictiveCodingScheme final : public RdScheme {
       out->insert(out->end(), p, p + C);
     };
     if (o_.from_previous_layer) {
-      for (int back = 1; back <= std::min(l, o_.history_layers); ++back) append(0, l - back), append(1, l - back);
+      for (int back = 1; back <= std::min(l, o_.history_layers); ++back) {
+        if (o_.same_tensor_only) {
+          append(kv, l - back);
+        } else {
+          append(0, l - back), append(1, l - back);
+        }
+      }
     }
     if (o_.values_from_keys && kv == 1) append(0, l);
   }

@@ -168,6 +168,7 @@ struct PredictiveCodingOptions {
   int sink_tokens = 4;
   bool from_previous_layer = true;  // inputs: layer l-1's keys and values
   int history_layers = 1;           // with from_previous_layer: also layers l-2 .. l-history's
+  bool same_tensor_only = false;    // with from_previous_layer: keys from earlier keys only, values from values
   bool values_from_keys = true;     // inputs of values: this layer's keys
   double ridge = 1e-3;              // added to the normal equations' diagonal, relative to its mean
   int rank = 0;                     // > 0: reduced-rank predictors (that many output directions); 0: full

@@ -6,7 +6,7 @@
 //          [--cal-offset 2400] [--cal-tokens 1024] [--chunk-tokens 256] [--sensitivity FILE]
 //          [--sweep all|quick|extra|sinks|transform]
 //          [--variants pca+derot,pca-head+derot,derot,pca,pca-values,predicted,predicted-prev,predicted-vk,
-//                      predicted-2]
+//                      predicted-2,predicted-same]
 //          [--alphas 0.1,0.15,0.25/0.5,...]   (alpha for K and V, or key_alpha/value_alpha)
 //          [--ridge 0.001] [--rank 0] [--fit-alpha 0]   (predicted variants: the least-squares ridge,
 //          relative to the mean diagonal; reduced-rank predictors with that many output directions, 0 = full
@@ -150,9 +150,11 @@ Status SweepTransform(const Flags& f, const ModelConfig& config, const QualityMe
         po.from_previous_layer = false;
       } else if (variant == "predicted-2") {
         po.history_layers = 2;
+      } else if (variant == "predicted-same") {
+        po.same_tensor_only = true;
       } else if (variant != "predicted") {
         return Status::InvalidArgument("--variants: unknown variant '" + variant +
-                                       "' (predicted, predicted-prev, predicted-vk, predicted-2)");
+                                       "' (predicted, predicted-prev, predicted-vk, predicted-2, predicted-same)");
       }
       po.label = variant + "+pca+derot+sink";
       po.ridge = std::stod(f.values.at("ridge"));
