@@ -315,6 +315,46 @@ TEST(PredictedChunk, TruncatedAndBitFlippedChunksAreRefused) {
       Kv().cache, [](const Tensor& k, const Tensor& v) { return EncodePredicted(k, v, 0, 4); }, PredictedProfile());
 }
 
+// Encoder and decoder run two parallel passes each (blocks of positions through every layer, and every
+// segment); threads and a caller's pool running tasks in reverse order give the same bytes and bits.
+TEST(PredictedChunk, ThreadsAndPoolsGiveIdenticalBytes) {
+  const auto& kv = Kv();
+  const Tensor k = CopyOf(kv.cache.keys(), DType::kF32, Layout::kDense);
+  const Tensor v = CopyOf(kv.cache.values(), DType::kF32, Layout::kDense);
+  ChunkInput in;
+  in.keys = k.view;
+  in.values = v.view;
+  EncodeOptions eo;
+  eo.level = 2;
+  eo.profile = &PredictedProfile();
+  eo.scheme = QuantScheme::kPredicted;
+  auto one = EncodeChunk(in, eo);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  size_t calls = 0;
+  const ParallelFor reverse = [&](size_t n, const std::function<void(size_t)>& task) {
+    ++calls;
+    for (size_t i = n; i-- > 0;) task(i);  // reverse order: results must not depend on it
+  };
+  eo.parallel_for = reverse;
+  auto pooled = EncodeChunk(in, eo);
+  ASSERT_TRUE(pooled.ok()) << pooled.status().ToString();
+  EXPECT_EQ(*pooled, *one);
+  EXPECT_EQ(calls, 2u);
+  const Kv2 want = Decode(*one);
+  for (int threads : {1, 3}) {
+    Kv2 got{Tensor(DType::kF32, k.view.layers(), k.view.tokens(), k.view.channels(), Layout::kDense), {}};
+    got.v = got.k;
+    DecodeOptions o;
+    o.profile = &PredictedProfile();
+    o.threads = threads;
+    if (threads == 1) o.parallel_for = reverse;
+    ASSERT_TRUE(DecodeChunk(one->data(), one->size(), o, got.k.view, got.v.view).ok());
+    EXPECT_EQ(got.k.bytes, want.k.bytes) << threads;
+    EXPECT_EQ(got.v.bytes, want.v.bytes) << threads;
+  }
+  EXPECT_EQ(calls, 4u);
+}
+
 // A profile at the format's bounds: every predictor weight at +-MaxPredictorWeight and every input
 // saturated at kMaxPredictorInput (a huge bias, unit grids), so every block's int32 sums are
 // +-channels x 2047 x MaxPredictorWeight, within one product of 2^31. Nothing overflows (UBSan watches the portable kernel in CI), and every kernel encodes
