@@ -101,7 +101,7 @@ Status Run(const Args& args) {
                     static_cast<long long>(calibration.first_token + calibration.tokens), calibration.text.c_str());
       }
       std::printf("\n");
-      std::printf("%-13s %-5s %8s %7s %7s %8s %8s %8s %8s %8s %9s %7s\n", "method", "level", "bits/val", "x fp16",
+      std::printf("%-18s %-5s %8s %7s %7s %8s %8s %8s %8s %8s %9s %7s\n", "method", "level", "bits/val", "x fp16",
                   "x int8", "entr+%", "enc GB/s", "dec GB/s", "decN GB/s", "ppl +%", "KL", "top-1");
     }
     std::fflush(stdout);
@@ -134,7 +134,7 @@ Status Run(const Args& args) {
     } else {
       char entropy[32] = "-";
       if (r.entropy_overhead_pct) std::snprintf(entropy, sizeof entropy, "%.3f", *r.entropy_overhead_pct);
-      std::printf("%-13s %-5s %8.3f %7.2f %7.2f %8s %8.3f %8.3f %8.3f %8.3f %9.2e %7.4f\n", r.method.c_str(),
+      std::printf("%-18s %-5s %8.3f %7.2f %7.2f %8s %8.3f %8.3f %8.3f %8.3f %9.2e %7.4f\n", r.method.c_str(),
                   LevelName(r.level).c_str(), r.bits_per_value, r.ratio_vs_fp16, r.ratio_vs_int8, entropy,
                   r.encode_gbps_per_core, r.decode_gbps_per_core, r.decode_gbps, r.ppl_delta_pct, r.kl_mean,
                   r.top1_agreement);
