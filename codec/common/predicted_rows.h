@@ -6,9 +6,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include "codec/common/container_format.h"
 #include "codec/common/profile_data.h"
+#include "codec/common/quantizer.h"
+#include "codec/common/transform_sum.h"
+#include "kvstream/status.h"
 
 namespace kvstream::codec {
 
@@ -18,6 +23,31 @@ struct EscapedComponent {
   int64_t component;
   float weight;
 };
+
+// The integer weights the sums take from coded rows' symbols (rows x kept): rows x WeightStride(kept), an
+// escape symbol's weight 0 (its value is added after the sums) and the pad column 0; and the escaped
+// components in symbol order, each weight from next_escape(float*) -> Status (a decoder's escape list
+// may run out). Rows are not searched for escapes when the segment has none (escape_count 0).
+template <typename NextEscape>
+Status SymbolWeights(const uint8_t* symbols, int64_t rows, int64_t kept, size_t escape_count, int16_t* weights,
+                     std::vector<EscapedComponent>* escaped, NextEscape&& next_escape) {
+  const int64_t stride = WeightStride(kept);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* sym = symbols + r * kept;
+    int16_t* w = weights + r * stride;
+    // Branch-free (vectorisable); the escapes are looked for only in rows that have one.
+    for (int64_t j = 0; j < kept; ++j) w[j] = static_cast<int16_t>(sym[j] == kEscapeSymbol ? 0 : SymbolToQ(sym[j]));
+    if (stride > kept) w[kept] = 0;  // the pad the kernels read with the last odd component
+    if (escape_count == 0 || std::memchr(sym, kEscapeSymbol, static_cast<size_t>(kept)) == nullptr) continue;
+    for (int64_t j = 0; j < kept; ++j) {
+      if (sym[j] != kEscapeSymbol) continue;
+      float weight = 0.0f;
+      KVSTREAM_RETURN_IF_ERROR(next_escape(&weight));
+      escaped->push_back({r, j, weight});
+    }
+  }
+  return Status::Ok();
+}
 
 // y_c = offset_c + f32(acc_c) * scaled_step for c < channels, then the row's escaped components (in
 // component order) added as quantizer.h's AddEscapedComponent. `escapes` holds those of this row.

@@ -29,15 +29,10 @@ void PredictedSliceCoder::Code(int slice, float* targets, const int16_t* const* 
   q_.resize(static_cast<size_t>(rows * stride));
   escapes_.clear();
   size_t e = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* sym = out->symbols.data() + r * kept;
-    int16_t* q = q_.data() + r * stride;
-    for (int64_t j = 0; j < kept; ++j) {
-      q[j] = static_cast<int16_t>(sym[j] == kEscapeSymbol ? 0 : SymbolToQ(sym[j]));
-      if (sym[j] == kEscapeSymbol) escapes_.push_back({r, j, HalfToFloat(out->escapes[e++])});
-    }
-    if (stride > kept) q[kept] = 0;
-  }
+  (void)SymbolWeights(out->symbols.data(), rows, kept, out->escapes.size(), q_.data(), &escapes_, [&](float* weight) {
+    *weight = HalfToFloat(out->escapes[e++]);  // one value per escape symbol, by construction
+    return Status::Ok();
+  });
   reconstructed_.resize(static_cast<size_t>(rows * n_c));
   rows_.Reconstruct(slice, step, q_.data(), kept, rows, escapes_.data(), escapes_.size(), reconstructed_.data(), z);
 }

@@ -348,25 +348,10 @@ class SegmentDecoder {
   Status ComponentWeights() {
     const int64_t rows = tokens() - info_.sink_rows;
     const int64_t kept = static_cast<int64_t>(models_.size());
-    const int64_t stride = codec::WeightStride(kept);
-    weights_ = std::make_unique_for_overwrite<int16_t[]>(static_cast<size_t>(rows * stride));
+    weights_ = std::make_unique_for_overwrite<int16_t[]>(static_cast<size_t>(rows * codec::WeightStride(kept)));
     uint32_t e = 0;
-    for (int64_t t = 0; t < rows; ++t) {
-      const uint8_t* sym = symbols_.get() + t * kept;
-      int16_t* weights = weights_.get() + t * stride;
-      // Branch-free (vectorisable): an escape's integer weight is 0, its value is added after the sums.
-      for (int64_t j = 0; j < kept; ++j) {
-        weights[j] = static_cast<int16_t>(sym[j] == codec::kEscapeSymbol ? 0 : codec::SymbolToQ(sym[j]));
-      }
-      if (stride > kept) weights[kept] = 0;  // the pad the kernels read with the last odd component
-      if (escape_count_ == 0 || std::memchr(sym, codec::kEscapeSymbol, static_cast<size_t>(kept)) == nullptr) continue;
-      for (int64_t j = 0; j < kept; ++j) {
-        if (sym[j] != codec::kEscapeSymbol) continue;
-        float weight = 0.0f;
-        KVSTREAM_RETURN_IF_ERROR(NextEscape(&e, &weight));
-        escaped_.push_back({t, j, weight});
-      }
-    }
+    KVSTREAM_RETURN_IF_ERROR(codec::SymbolWeights(symbols_.get(), rows, kept, escape_count_, weights_.get(), &escaped_,
+                                                  [&](float* weight) { return NextEscape(&e, weight); }));
     return CheckEscapesUsed(e);
   }
 
