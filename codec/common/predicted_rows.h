@@ -54,6 +54,27 @@ Status SymbolWeights(const uint8_t* symbols, int64_t rows, int64_t kept, size_t 
 void DequantTransformRow(const int32_t* acc, const float* offset, float scaled_step, const EscapedComponent* escapes,
                          size_t escape_count, const int16_t* basis, int64_t channels, float* y);
 
+// The integer rows (PredictorInput) that later slices read, for a block of `rows` positions: the last two
+// layers' keys and values, each rows x WeightStride(channels). Slice s = 2 x layer + K/V keeps slot
+// (layer mod 2, K/V), which no slice still needs once s is written.
+class PredictorRing {
+ public:
+  PredictorRing(int64_t rows, int64_t channels)
+      : rows_(rows), stride_(WeightStride(channels)), z_(static_cast<size_t>(4 * rows * stride_)) {}
+  int16_t* Rows(int slice) { return z_.data() + ((slice / 2) % 2 * 2 + slice % 2) * rows_ * stride_; }
+  // The rows of the slice's input slices, in block order (PredictorInputs); returns their count.
+  int Inputs(int slice, const int16_t* inputs[3]) {
+    int slices[3];
+    const int n = PredictorInputs(slice, slices);
+    for (int b = 0; b < n; ++b) inputs[b] = Rows(slices[b]);
+    return n;
+  }
+
+ private:
+  int64_t rows_, stride_;
+  std::vector<int16_t> z_;
+};
+
 // Rows of one slice of a predicted chunk (docs/format.md, "Scheme 4"), a block of positions at a time.
 // Reusable across slices and blocks; buffers grow to the largest block.
 class PredictedRows {

@@ -261,15 +261,14 @@ Status EncodePredicted(const ChunkInput& chunk, const LevelSpec& spec, const Pro
   const size_t level = static_cast<size_t>(spec.level - 1);
   const ProfileTransformLevel& steps = d.transform.levels[level];
   const ProfilePredictionLevel& lvl = d.prediction.levels[level];
-  const int64_t rows = tokens - sinks, z_stride = codec::WeightStride(n_c);
+  const int64_t rows = tokens - sinks;
   const size_t blocks = static_cast<size_t>((rows + kPredictedRowBlock - 1) / kPredictedRowBlock);
   std::vector<std::vector<codec::Symbols>> parts(slices, std::vector<codec::Symbols>(blocks));
   const auto view = [&](size_t slice) -> const TensorView& { return slice % 2 == 0 ? chunk.keys : chunk.values; };
   KVSTREAM_RETURN_IF_ERROR(codec::RunParallel(blocks, options.threads, options.parallel_for, [&](size_t b) -> Status {
     const int64_t first = static_cast<int64_t>(b) * kPredictedRowBlock, n = std::min(kPredictedRowBlock, rows - first);
     codec::PredictedSliceCoder coder(d);
-    std::vector<int16_t> z(static_cast<size_t>(4 * n * z_stride));  // as in the decoder: layers l - 1 and l, K and V
-    const auto z_of = [&](size_t slice) { return z.data() + ((slice / 2) % 2 * 2 + slice % 2) * n * z_stride; };
+    codec::PredictorRing ring(n, n_c);
     std::vector<float> targets(static_cast<size_t>(n * n_c));
     for (size_t slice = 0; slice < slices; ++slice) {
       const int layer = static_cast<int>(slice / 2), kv = static_cast<int>(slice % 2);
@@ -278,14 +277,12 @@ Status EncodePredicted(const ChunkInput& chunk, const LevelSpec& spec, const Pro
         LoadRow(view(slice), layer, sinks + first + r, y);
         if (kv == 0) rope.Unrotate(y, sinks + first + r, static_cast<int>(n_c));
       }
-      int input_slices[3];
       const int16_t* inputs[3];
-      const int input_count = PredictorInputs(static_cast<int>(slice), input_slices);
-      for (int i = 0; i < input_count; ++i) inputs[i] = z_of(static_cast<size_t>(input_slices[i]));
+      ring.Inputs(static_cast<int>(slice), inputs);
       const int64_t kept = lvl.kept[slice];
       const auto models = lvl.bank.ChannelModels(d.Index(layer, kv, 0), static_cast<size_t>(kept));
       coder.Code(static_cast<int>(slice), targets.data(), inputs, n, kept, steps.steps[slice], &models, &parts[slice][b],
-                 z_of(slice));
+                 ring.Rows(static_cast<int>(slice)));
     }
     return Status::Ok();
   }));

@@ -414,14 +414,10 @@ Status ProfileBuilder::BuildPrediction(ProfileData* d) const {
     }
   };
   const auto step_of = [&](size_t level, int slice) { return d->transform.levels[level].steps[static_cast<size_t>(slice)]; };
-  // The integer rows of the last two layers' slices, as in the decoder.
-  const auto z_slot = [&](std::vector<int16_t>& z, int slice) {
-    return z.data() + static_cast<size_t>((slice / 2) % 2 * 2 + slice % 2) * static_cast<size_t>(n * z_stride);
-  };
   const size_t fit = static_cast<size_t>(std::clamp<Level>(options_.predict_fit_level, 1, static_cast<Level>(d->ladder.size())) - 1);
   const int max_weight = codec::MaxPredictorWeight(channels);
   std::vector<std::vector<double>> variances(static_cast<size_t>(slices));
-  std::vector<int16_t> z(4 * static_cast<size_t>(n * z_stride));
+  codec::PredictorRing ring(n, channels);
   std::vector<float> rows(static_cast<size_t>(n) * c_n), features;
   codec::PredictedRows predictor(*d);
   codec::PredictedSliceCoder coder(*d);
@@ -435,7 +431,7 @@ Status ProfileBuilder::BuildPrediction(ProfileData* d) const {
     const int input_count = PredictorInputs(slice, input_slices, &first_block);
     const int64_t width = int64_t{input_count} * channels;
     const int16_t* inputs[3];
-    for (int b = 0; b < input_count; ++b) inputs[b] = z_slot(z, input_slices[b]);
+    ring.Inputs(slice, inputs);
     features.resize(static_cast<size_t>(n * width));
     std::vector<double> feature_mean(static_cast<size_t>(width), 0.0), row_mean(c_n, 0.0);
     for (int64_t r = 0; r < n; ++r) {
@@ -495,7 +491,7 @@ Status ProfileBuilder::BuildPrediction(ProfileData* d) const {
     // Coded at the fit level, the rows become the next slices' inputs.
     const float step = step_of(fit, slice);
     coder.Code(slice, rows.data(), inputs, n, KeptComponents(variances[static_cast<size_t>(slice)], step), step, nullptr,
-               &symbols, z_slot(z, slice));
+               &symbols, ring.Rows(slice));
   }
 
   // Each level: its kept components, then the samples coded through every slice for its tables.
@@ -505,7 +501,7 @@ Status ProfileBuilder::BuildPrediction(ProfileData* d) const {
     ProfilePredictionLevel& lvl = p.levels[level];
     lvl.kept.resize(static_cast<size_t>(slices));
     hist[level].assign(static_cast<size_t>(slices) * c_n, codec::Histogram{});
-    std::vector<int16_t> level_z(z.size());
+    codec::PredictorRing level_ring(n, channels);
     std::vector<float> level_rows(rows.size());
     codec::PredictedSliceCoder level_coder(*d);
     codec::Symbols level_symbols;
@@ -513,12 +509,10 @@ Status ProfileBuilder::BuildPrediction(ProfileData* d) const {
       const float step = step_of(level, slice);
       const uint32_t kept = KeptComponents(variances[static_cast<size_t>(slice)], step);
       lvl.kept[static_cast<size_t>(slice)] = kept;
-      int level_inputs[3];
       const int16_t* inputs[3];
-      const int input_count = PredictorInputs(slice, level_inputs);
-      for (int b = 0; b < input_count; ++b) inputs[b] = z_slot(level_z, level_inputs[b]);
+      level_ring.Inputs(slice, inputs);
       load_rows(slice, level_rows.data());
-      level_coder.Code(slice, level_rows.data(), inputs, n, kept, step, nullptr, &level_symbols, z_slot(level_z, slice));
+      level_coder.Code(slice, level_rows.data(), inputs, n, kept, step, nullptr, &level_symbols, level_ring.Rows(slice));
       CountComponents(level_symbols, kept, c_n, hist[level].data() + static_cast<size_t>(slice) * c_n);
     }
     return Status::Ok();

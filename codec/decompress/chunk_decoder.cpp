@@ -136,19 +136,15 @@ class SegmentDecoder {
   // (segments[s] is slice s), each predicted from the slices before it (docs/format.md, "Scheme 4").
   static void ReconstructPredicted(std::optional<SegmentDecoder>* segments, size_t slices, const ProfileData& d,
                                    int64_t first, int64_t rows) {
-    const int64_t n_c = d.channels, z_stride = codec::WeightStride(n_c);
+    const int64_t n_c = d.channels;
     codec::PredictedRows predicted(d);
-    // The integer rows of every slice a later slice reads: the previous layer's and this layer's K and V.
-    std::vector<int16_t> z(static_cast<size_t>(4 * rows * z_stride));
-    const auto z_of = [&](size_t slice) { return z.data() + ((slice / 2) % 2 * 2 + slice % 2) * rows * z_stride; };
+    codec::PredictorRing ring(rows, n_c);
     std::vector<float> y(static_cast<size_t>(rows * n_c));
     std::vector<codec::EscapedComponent> escapes;
     for (size_t slice = 0; slice < slices; ++slice) {
       SegmentDecoder& seg = *segments[slice];
-      int input_slices[3];
       const int16_t* inputs[3];
-      const int blocks = PredictorInputs(static_cast<int>(slice), input_slices);
-      for (int b = 0; b < blocks; ++b) inputs[b] = z_of(static_cast<size_t>(input_slices[b]));
+      ring.Inputs(static_cast<int>(slice), inputs);
       predicted.Predict(static_cast<int>(slice), inputs, rows);
       const int64_t kept = static_cast<int64_t>(seg.models_.size());
       escapes.clear();
@@ -156,7 +152,8 @@ class SegmentDecoder {
                                  [](const codec::EscapedComponent& e, int64_t row) { return e.row < row; });
       for (; it != seg.escaped_.end() && it->row < first + rows; ++it) escapes.push_back({it->row - first, it->component, it->weight});
       predicted.Reconstruct(static_cast<int>(slice), seg.transform_step_, seg.weights_.get() + first * codec::WeightStride(kept),
-                            kept, rows, escapes.data(), escapes.size(), y.data(), z_of(slice));
+                            kept, rows, escapes.data(), escapes.size(), y.data(),
+                            ring.Rows(static_cast<int>(slice)));
       const int64_t sinks = seg.info_.sink_rows;
       for (int64_t r = 0; r < rows; ++r) {
         float* row = y.data() + r * n_c;
