@@ -3,6 +3,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace kvstream::codec {
 namespace {
 
@@ -40,7 +46,26 @@ bool Avx512VnniEnabled() {
 #endif
 }
 
+bool AmxEnabled() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool granted = [] {
+    // CPUID leaf 7: EDX bit 24 AMX-TILE, bit 25 AMX-INT8 (read directly: clang 14's
+    // __builtin_cpu_supports does not know them).
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+    if ((edx >> 24 & 1) == 0 || (edx >> 25 & 1) == 0) return false;
+    constexpr long kArchReqXcompPerm = 0x1023;  // asm/prctl.h
+    constexpr long kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return granted && Avx512Enabled() && !DisabledByEnvironment("KVSTREAM_DISABLE_AMX");
+#else
+  return false;
+#endif
+}
+
 const char* SimdKernels() {
+  if (AmxEnabled()) return "amx";
   if (Avx512VnniEnabled()) return "avx512-vnni";
   if (Avx512Enabled()) return "avx512";
   if (Avx2Enabled()) return "avx2";

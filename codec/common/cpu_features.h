@@ -15,8 +15,13 @@ bool Avx512Enabled();
 // True when Avx512Enabled() and the CPU has AVX-512 VNNI (the transform's integer sums use vpdpwssd).
 bool Avx512VnniEnabled();
 
-// The widest kernels this process runs, for benchmark records: "avx512-vnni", "avx512", "avx2" or
-// "portable".
+// True when Avx512Enabled(), the CPU has AMX-TILE and AMX-INT8 and the kernel grants this process the tile
+// state (Linux: arch_prctl ARCH_REQ_XCOMP_PERM), unless the environment sets KVSTREAM_DISABLE_AMX=1 (tests
+// use it to compare the kernels). The transform's integer sums then run on AMX tiles.
+bool AmxEnabled();
+
+// The widest kernels this process runs, for benchmark records: "amx", "avx512-vnni", "avx512", "avx2"
+// or "portable".
 const char* SimdKernels();
 
 }  // namespace kvstream::codec

@@ -27,7 +27,7 @@ const float* PredictedRows::Predict(int slice, const int16_t* const* inputs, int
   for (int b = 0; b < blocks; ++b, ++block) {
     const int16_t* weights = d_.prediction.weights.data() + block * static_cast<size_t>(n_c * n_c);
     const float* scale = d_.prediction.weight_scales.data() + block * static_cast<size_t>(n_c);
-    SumComponents(inputs[b], rows, n_c, weights, n_c, acc_.data());
+    SumComponents(inputs[b], rows, n_c, weights, n_c, acc_.data(), d_.AmxPredictorBlock(block));
     for (int64_t r = 0; r < rows; ++r) {
       float* base = base_.data() + r * n_c;
       const int32_t* sums = acc_.data() + r * n_c;
@@ -41,7 +41,7 @@ void PredictedRows::Reconstruct(int slice, float step, const int16_t* q, int64_t
                                 const EscapedComponent* escapes, size_t escape_count, float* y, int16_t* z) {
   const int64_t n_c = d_.channels, z_stride = WeightStride(n_c);
   const int16_t* basis = d_.ResidualBasis(slice);
-  SumComponents(q, rows, kept, basis, n_c, acc_.data());
+  SumComponents(q, rows, kept, basis, n_c, acc_.data(), d_.AmxResidualBasis(slice));
   const float scaled_step = TransformStepScale(step);
   const float* input_scale = d_.prediction.input_scales.data() + static_cast<size_t>(slice) * static_cast<size_t>(n_c);
   size_t e = 0;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "codec/common/cpu_features.h"
 #include "codec/common/crc32c.h"
 #include "codec/common/profile_data.h"
 #include "codec/common/quantizer.h"
@@ -70,6 +71,24 @@ Status ReadQuality(ByteReader& in, LevelQuality* q) {
 }
 
 }  // namespace
+
+void ProfileData::PrepareKernels() {
+  if (!codec::AmxEnabled() || (!has_transform && !has_prediction)) return;
+  auto m = std::make_shared<AmxMatrices>();
+  const int64_t n = channels;
+  const size_t square = static_cast<size_t>(n * n);
+  const auto pack_all = [&](const std::vector<int16_t>& matrices, std::vector<codec::AmxMatrix>* out) {
+    for (size_t at = 0; at + square <= matrices.size(); at += square) {
+      out->push_back(codec::AmxMatrix::Pack(matrices.data() + at, n, n));
+    }
+  };
+  if (has_transform) pack_all(transform.bases, &m->bases);
+  if (has_prediction) {
+    pack_all(prediction.bases, &m->residual_bases);
+    pack_all(prediction.weights, &m->predictor_blocks);
+  }
+  amx = std::move(m);
+}
 
 void ProfileData::Finalize() {
   bytes.clear();
@@ -354,6 +373,7 @@ Result<Profile> Profile::Parse(const uint8_t* data, size_t size, const ProfileLi
   }
   d->bytes.assign(data, data + size);
   d->hash = ProfileHash(data, size);
+  d->PrepareKernels();
   return Profile(std::move(d));
 }
 

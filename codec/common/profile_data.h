@@ -3,10 +3,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "codec/common/table_bank.h"
+#include "codec/common/transform_sum.h"
 #include "kvstream/profile.h"
 #include "kvstream/rope.h"
 
@@ -86,6 +88,12 @@ struct ProfileData {
   ProfilePrediction prediction;
   std::vector<uint8_t> bytes;            // canonical serialisation (set by Finalize)
   uint64_t hash = 0;
+  // The int16 matrices in the AMX kernel's layout (transform_sum.h), set by PrepareKernels when the CPU
+  // runs AMX; shared by copies, since the matrices never change once a Profile holds them.
+  struct AmxMatrices {
+    std::vector<codec::AmxMatrix> bases, residual_bases, predictor_blocks;
+  };
+  std::shared_ptr<const AmxMatrices> amx;
 
   size_t Index(int layer, int kv, int channel) const {
     return (static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)) * static_cast<size_t>(channels) +
@@ -98,8 +106,20 @@ struct ProfileData {
   const int16_t* ResidualBasis(int slice) const {
     return prediction.bases.data() + static_cast<size_t>(slice) * static_cast<size_t>(channels) * static_cast<size_t>(channels);
   }
+  // The AMX layouts of Basis, ResidualBasis and predictor block b; null without them.
+  const codec::AmxMatrix* AmxBasis(int layer, int kv) const {
+    return amx && !amx->bases.empty() ? &amx->bases[static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)] : nullptr;
+  }
+  const codec::AmxMatrix* AmxResidualBasis(int slice) const {
+    return amx && !amx->residual_bases.empty() ? &amx->residual_bases[static_cast<size_t>(slice)] : nullptr;
+  }
+  const codec::AmxMatrix* AmxPredictorBlock(size_t block) const {
+    return amx && !amx->predictor_blocks.empty() ? &amx->predictor_blocks[block] : nullptr;
+  }
   // Serialises the fields into bytes and computes hash.
   void Finalize();
+  // Builds amx when the CPU runs AMX (AmxEnabled()); call once the matrices are final.
+  void PrepareKernels();
 };
 
 // 64-bit FNV-1a; 0 is mapped to 1 so that 0 can mean "no profile".

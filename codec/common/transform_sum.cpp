@@ -26,9 +26,34 @@ void SumColumnsPortable(const int16_t* q, int64_t rows, int64_t kept, const int1
 
 }  // namespace
 
-void SumComponents(const int16_t* q, int64_t rows, int64_t kept, const int16_t* basis, int64_t cols, int32_t* acc) {
+AmxMatrix AmxMatrix::Pack(const int16_t* matrix, int64_t rows, int64_t cols) {
+  AmxMatrix m;
+  if (!AmxEnabled() || cols % 16 != 0 || rows <= 0) return m;
+  constexpr int64_t kChunk = 64, kTile = 16 * 64;
+  m.depth = (rows + kChunk - 1) / kChunk * kChunk;
+  m.cols = cols;
+  const int64_t chunks = m.depth / kChunk;
+  m.storage.assign(static_cast<size_t>(cols / 16 * chunks * 2 * kTile + 63), 0);
+  uint8_t* tiles = AmxMatrix::AlignedTo64(m.storage.data());
+  for (int64_t j = 0; j < rows; ++j) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const int16_t v = matrix[j * cols + c];
+      // Column block, chunk, then within the tile: row (j % 64) / 4, byte 4 x column + j % 4.
+      const size_t at = static_cast<size_t>(((c / 16) * chunks + j / kChunk) * 2 * kTile + (j % kChunk) / 4 * 64 +
+                                            (c % 16) * 4 + j % 4);
+      tiles[at] = static_cast<uint8_t>(v >> 8);
+      tiles[at + kTile] = static_cast<uint8_t>(v & 0xff);
+    }
+  }
+  return m;
+}
+
+void SumComponents(const int16_t* q, int64_t rows, int64_t kept, const int16_t* basis, int64_t cols, int32_t* acc,
+                   const AmxMatrix* amx) {
   int64_t done = 0;
 #if defined(__x86_64__) || defined(_M_X64)
+  if (amx && !amx->empty() && amx->cols == cols && AmxEnabled()) done = SumComponentsAmx(q, rows, kept, *amx, acc);
+  if (done == cols) return;
   if (Avx512VnniEnabled()) {
     done = SumComponentsAvx512Vnni(q, rows, kept, basis, cols, acc);
   } else if (Avx512Enabled()) {

@@ -261,6 +261,7 @@ Result<Profile> ProfileBuilder::Build() const {
   if (options_.transform) KVSTREAM_RETURN_IF_ERROR(BuildTransform(slice_rms, d.get()));
   if (options_.predict) KVSTREAM_RETURN_IF_ERROR(BuildPrediction(d.get()));
   d->Finalize();
+  d->PrepareKernels();
   return Profile(std::move(d));
 }
 

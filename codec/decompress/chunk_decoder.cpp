@@ -412,7 +412,7 @@ class SegmentDecoder {
     const int16_t* basis = d.Basis(layer, kv());
     // SumComponents writes every sum: no zeroing first (it cost 4 % of the decode).
     const auto acc = std::make_unique_for_overwrite<int32_t[]>(static_cast<size_t>(rows * n_c));
-    codec::SumComponents(weights_.get(), rows, kept, basis, n_c, acc.get());
+    codec::SumComponents(weights_.get(), rows, kept, basis, n_c, acc.get(), d.AmxBasis(layer, kv()));
     const float* mean = d.transform.means.data() + d.Index(layer, kv(), 0);
     const float scaled_step = codec::TransformStepScale(transform_step_);
     std::vector<float> y(static_cast<size_t>(n_c));

@@ -274,11 +274,13 @@ TEST(PredictedChunk, DecoderReproducesTheNormativeReconstruction) {
     }
     for (size_t i = 0; i < coded.size(); ++i) EXPECT_EQ(escapes[i], coded[i].escapes.data() + coded[i].escapes.size());
     // Every kernel encodes the same bytes and decodes the same bits, on one thread or several.
-    std::vector<uint8_t> portable_bytes, avx2_bytes;
+    std::vector<uint8_t> portable_bytes, avx2_bytes, avx512_bytes;
     testing::WithPortableKernels([&] { portable_bytes = EncodePredicted(k, v, 0, level); });
     testing::WithKernelsDisabled("KVSTREAM_DISABLE_AVX512", [&] { avx2_bytes = EncodePredicted(k, v, 0, level); });
+    testing::WithKernelsDisabled("KVSTREAM_DISABLE_AMX", [&] { avx512_bytes = EncodePredicted(k, v, 0, level); });
     EXPECT_EQ(portable_bytes, bytes);
     EXPECT_EQ(avx2_bytes, bytes);
+    EXPECT_EQ(avx512_bytes, bytes);
     EXPECT_EQ(EncodePredicted(k, v, 0, level, nullptr, 3), bytes);
     testing::ExpectEveryKernelDecodesTheSameBits(bytes, out, [](const std::vector<uint8_t>& b) { return Decode(b); });
     testing::ExpectSmallerThanTheLevelBefore(bytes, k.view, "predicted", level, stats.escapes, &previous_bits);

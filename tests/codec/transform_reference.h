@@ -24,7 +24,8 @@
 namespace kvstream::testing {
 
 // Runs `f` with the kernels that `variable` disables turned off (KVSTREAM_DISABLE_AVX2: the portable
-// kernels; KVSTREAM_DISABLE_AVX512: the AVX2 ones on an AVX-512 CPU), then restores the environment.
+// kernels; KVSTREAM_DISABLE_AVX512: the AVX2 ones on an AVX-512 CPU; KVSTREAM_DISABLE_AMX: the AVX-512
+// ones on an AMX CPU), then restores the environment.
 template <typename F>
 void WithKernelsDisabled(const char* variable, F&& f) {
   setenv(variable, "1", 1);
@@ -83,18 +84,19 @@ inline Kv2 DecodeWith(const Profile& profile, const std::vector<uint8_t>& bytes,
   return out;
 }
 
-// The portable and AVX2 kernels (the latter where AVX-512 is disabled) decode `chunk` to the same bits
-// as `want`, the decode with the best kernels.
+// The portable, AVX2 and AVX-512 kernels (each with the wider ones disabled) decode `chunk` to the same
+// bits as `want`, the decode with the best kernels.
 template <typename Decode>
 void ExpectEveryKernelDecodesTheSameBits(const std::vector<uint8_t>& chunk, const Kv2& want, Decode decode) {
-  Kv2 portable, avx2;
+  Kv2 portable, avx2, avx512;
   WithPortableKernels([&] { portable = decode(chunk); });
   WithKernelsDisabled("KVSTREAM_DISABLE_AVX512", [&] { avx2 = decode(chunk); });
+  WithKernelsDisabled("KVSTREAM_DISABLE_AMX", [&] { avx512 = decode(chunk); });
   const TensorView& shape = want.k.view;
   for (int64_t l = 0; l < shape.layers(); ++l) {
     for (int64_t t = 0; t < shape.tokens(); ++t) {
       for (int64_t c = 0; c < shape.channels(); ++c) {
-        for (const Kv2* got : {&portable, &avx2}) {
+        for (const Kv2* got : {&portable, &avx2, &avx512}) {
           ASSERT_EQ(got->k.bits(l, t, c), want.k.bits(l, t, c)) << l << "," << t << "," << c;
           ASSERT_EQ(got->v.bits(l, t, c), want.v.bits(l, t, c)) << l << "," << t << "," << c;
         }

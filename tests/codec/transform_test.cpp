@@ -3,6 +3,7 @@
 // a step per kept component, chunks decode like one whole context, and bad input is refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -150,54 +151,82 @@ TEST(MultiplyRows, EveryKernelSumsInOrderWithFusedMultiplyAdds) {
 
 TEST(SumComponents, EveryKernelGivesTheExactIntegerSums) {
   std::mt19937 rng(13);
-  std::uniform_int_distribution<int> basis_value(-16384, 16384), weight(-127, 127);
   struct Shape {
     int rows, kept, cols;
   };
-  for (const Shape& shape : {Shape{1, 1, 16}, {3, 7, 16}, {5, 192, 192}, {6, 33, 40}, {2, 0, 32}, {9, 190, 8}, {7, 65, 48}}) {
-    SCOPED_TRACE(std::to_string(shape.rows) + "x" + std::to_string(shape.kept) + "x" + std::to_string(shape.cols));
-    const int64_t stride = codec::WeightStride(shape.kept);
-    std::vector<int16_t> q(static_cast<size_t>(shape.rows * stride), 0), basis(static_cast<size_t>(shape.kept * shape.cols));
-    for (int r = 0; r < shape.rows; ++r)
-      for (int j = 0; j < shape.kept; ++j) q[r * stride + j] = static_cast<int16_t>(weight(rng));
-    if (!q.empty()) q[0] = 127;
-    for (int16_t& b : basis) b = static_cast<int16_t>(basis_value(rng));
-    if (!basis.empty()) basis[0] = 16384;
-    const size_t n = static_cast<size_t>(shape.rows * shape.cols);
-    // Each run gives the sums of the columns [0, columns); SumComponents covers them all.
-    struct Run {
-      std::string kernel;
-      std::vector<int32_t> sums;
-      int64_t columns;
-    };
-    std::vector<Run> runs;
-    auto sum_components = [&](const std::string& kernel) {
-      std::vector<int32_t> sums(n);
-      codec::SumComponents(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, sums.data());
-      runs.push_back({kernel, std::move(sums), shape.cols});
-    };
-    sum_components("best");
-    WithKernelsDisabled("KVSTREAM_DISABLE_AVX512", [&] { sum_components("AVX2 or portable"); });
-    WithPortableKernels([&] { sum_components("portable"); });
-    // The AVX-512 kernels one by one where the CPU runs them (the best one hides the other).
-    if (codec::Avx512Enabled()) {
-      std::vector<int32_t> sums(n);
-      const int64_t columns = codec::SumComponentsAvx512(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, sums.data());
-      runs.push_back({"AVX-512", std::move(sums), columns});
-    }
-    if (codec::Avx512VnniEnabled()) {
-      std::vector<int32_t> sums(n);
-      const int64_t columns =
-          codec::SumComponentsAvx512Vnni(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, sums.data());
-      runs.push_back({"AVX-512 VNNI", std::move(sums), columns});
-    }
-    for (const Run& run : runs) {
-      SCOPED_TRACE(run.kernel);
-      for (int r = 0; r < shape.rows; ++r) {
-        for (int c = 0; c < run.columns; ++c) {
-          int64_t want = 0;
-          for (int j = 0; j < shape.kept; ++j) want += int64_t{q[r * stride + j]} * basis[j * shape.cols + c];
-          ASSERT_EQ(run.sums[r * shape.cols + c], want) << r << "," << c;
+  // The transform's weights (within int8) against a basis, and a predictor's inputs (int16) against a
+  // block at its bound: the AMX kernel takes the first as bytes and splits the second.
+  struct Range {
+    const char* name;
+    int weight, matrix;
+  };
+  for (const Range& range : {Range{"transform", codec::kMaxAbsQ, 1 << codec::kBasisScaleBits},
+                             Range{"predictor", codec::kMaxPredictorInput, 0}}) {
+    for (const Shape& shape :
+         {Shape{1, 1, 16}, {3, 7, 16}, {5, 192, 192}, {6, 33, 40}, {2, 0, 32}, {9, 190, 8}, {7, 65, 48}, {37, 192, 192}}) {
+      SCOPED_TRACE(std::string(range.name) + " " + std::to_string(shape.rows) + "x" + std::to_string(shape.kept) + "x" +
+                   std::to_string(shape.cols));
+      const int matrix_bound = range.matrix > 0 ? range.matrix : static_cast<int>(codec::MaxPredictorWeight(std::max(shape.kept, 1)));
+      std::uniform_int_distribution<int> matrix_value(-matrix_bound, matrix_bound), weight(-range.weight, range.weight);
+      const int64_t stride = codec::WeightStride(shape.kept);
+      std::vector<int16_t> q(static_cast<size_t>(shape.rows * stride), 0), basis(static_cast<size_t>(shape.kept * shape.cols));
+      for (int r = 0; r < shape.rows; ++r)
+        for (int j = 0; j < shape.kept; ++j) q[r * stride + j] = static_cast<int16_t>(weight(rng));
+      if (!q.empty()) q[0] = static_cast<int16_t>(range.weight);
+      for (int16_t& b : basis) b = static_cast<int16_t>(matrix_value(rng));
+      if (!basis.empty()) basis[0] = static_cast<int16_t>(matrix_bound);
+      // The largest sum the bounds allow, in the first row: every product at its maximum.
+      if (shape.kept > 0 && shape.cols > 1) {
+        for (int j = 0; j < shape.kept; ++j) {
+          q[j] = static_cast<int16_t>(range.weight);
+          basis[j * shape.cols + 1] = static_cast<int16_t>(matrix_bound);
+        }
+      }
+      const size_t n = static_cast<size_t>(shape.rows * shape.cols);
+      const codec::AmxMatrix amx = codec::AmxMatrix::Pack(basis.data(), shape.kept, shape.cols);
+      // Each run gives the sums of the columns [0, columns); SumComponents covers them all.
+      struct Run {
+        std::string kernel;
+        std::vector<int32_t> sums;
+        int64_t columns;
+      };
+      std::vector<Run> runs;
+      auto sum_components = [&](const std::string& kernel) {
+        std::vector<int32_t> sums(n);
+        codec::SumComponents(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, sums.data(), &amx);
+        runs.push_back({kernel, std::move(sums), shape.cols});
+      };
+      sum_components("best");
+      WithKernelsDisabled("KVSTREAM_DISABLE_AMX", [&] { sum_components("best without AMX"); });
+      WithKernelsDisabled("KVSTREAM_DISABLE_AVX512", [&] { sum_components("AVX2 or portable"); });
+      WithPortableKernels([&] { sum_components("portable"); });
+      // The AVX-512 kernels one by one where the CPU runs them (the best one hides the other).
+      if (codec::Avx512Enabled()) {
+        std::vector<int32_t> sums(n);
+        const int64_t columns = codec::SumComponentsAvx512(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, sums.data());
+        runs.push_back({"AVX-512", std::move(sums), columns});
+      }
+      if (codec::Avx512VnniEnabled()) {
+        std::vector<int32_t> sums(n);
+        const int64_t columns =
+            codec::SumComponentsAvx512Vnni(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, sums.data());
+        runs.push_back({"AVX-512 VNNI", std::move(sums), columns});
+      }
+      if (codec::AmxEnabled() && shape.cols % 16 == 0 && shape.kept > 0) {
+        ASSERT_FALSE(amx.empty());
+        std::vector<int32_t> sums(n);
+        const int64_t columns = codec::SumComponentsAmx(q.data(), shape.rows, shape.kept, amx, sums.data());
+        EXPECT_EQ(columns, shape.cols);
+        runs.push_back({"AMX", std::move(sums), columns});
+      }
+      for (const Run& run : runs) {
+        SCOPED_TRACE(run.kernel);
+        for (int r = 0; r < shape.rows; ++r) {
+          for (int c = 0; c < run.columns; ++c) {
+            int64_t want = 0;
+            for (int j = 0; j < shape.kept; ++j) want += int64_t{q[r * stride + j]} * basis[j * shape.cols + c];
+            ASSERT_EQ(run.sums[r * shape.cols + c], want) << r << "," << c;
+          }
         }
       }
     }

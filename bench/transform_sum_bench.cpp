@@ -1,0 +1,59 @@
+// The transform's integer sums alone (Google Benchmark): SumComponents on the shapes the decoder gives it,
+// with the best kernel the CPU runs and with AMX disabled (the AVX-512 VNNI, AVX-512 or AVX2 kernel), so
+// that one run shows what the AMX kernel gains. MAC/s counts int16 multiply-adds.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "codec/common/cpu_features.h"
+#include "codec/common/quantizer.h"
+#include "codec/common/transform_sum.h"
+
+namespace kvstream::codec {
+namespace {
+
+// Args: rows, kept (the weights per row), largest |weight| (kMaxAbsQ: a transform or residual block, whose
+// weights are bytes; kMaxPredictorInput: a predictor block), 1 to disable AMX. Columns: 192 (SmolLM2).
+void BM_SumComponents(benchmark::State& state) {
+  const int64_t rows = state.range(0), kept = state.range(1), cols = 192;
+  const int largest = static_cast<int>(state.range(2));
+  const bool without_amx = state.range(3) != 0;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> weight(-largest, largest);
+  const int matrix_bound = largest == kMaxAbsQ ? 1 << kBasisScaleBits : MaxPredictorWeight(kept);
+  std::uniform_int_distribution<int> matrix_value(-matrix_bound, matrix_bound);
+  std::vector<int16_t> q(static_cast<size_t>(rows * WeightStride(kept)), 0), matrix(static_cast<size_t>(kept * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < kept; ++j) q[static_cast<size_t>(r * WeightStride(kept) + j)] = static_cast<int16_t>(weight(rng));
+  }
+  for (int16_t& m : matrix) m = static_cast<int16_t>(matrix_value(rng));
+  const AmxMatrix amx = AmxMatrix::Pack(matrix.data(), kept, cols);
+  std::vector<int32_t> acc(static_cast<size_t>(rows * cols));
+  if (without_amx) setenv("KVSTREAM_DISABLE_AMX", "1", 1);
+  state.SetLabel(AmxEnabled() ? "amx" : SimdKernels());
+  for (auto _ : state) {
+    SumComponents(q.data(), rows, kept, matrix.data(), cols, acc.data(), &amx);
+    benchmark::DoNotOptimize(acc.data());
+  }
+  if (without_amx) unsetenv("KVSTREAM_DISABLE_AMX");
+  state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(rows * kept * cols) * static_cast<double>(state.iterations()),
+                                               benchmark::Counter::kIsRate);
+}
+
+void Args(benchmark::internal::Benchmark* b) {
+  for (int without_amx : {0, 1}) {
+    b->Args({64, 192, kMaxAbsQ, without_amx});            // a predicted block's residual
+    b->Args({64, 192, kMaxPredictorInput, without_amx});  // a predicted block's prediction from one slice
+    b->Args({252, 186, kMaxAbsQ, without_amx});           // a transform segment (256 tokens less the sinks)
+  }
+}
+
+BENCHMARK(BM_SumComponents)->Apply(Args);
+
+}  // namespace
+}  // namespace kvstream::codec
+
+BENCHMARK_MAIN();

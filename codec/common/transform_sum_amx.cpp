@@ -1,0 +1,179 @@
+// SumComponents with Intel AMX (compiled with -mamx-tile -mamx-int8 besides AVX-512F and BW). AMX only
+// multiplies bytes, so each int16 factor is split into a signed high and an unsigned low byte,
+// a = 256 a_hi + a_lo, and the sum is assembled from the byte products' sums:
+//   sum(q b) = 65536 sum(q_hi b_hi) + 256 (sum(q_hi b_lo) + sum(q_lo b_hi)) + sum(q_lo b_lo),
+// each an exact int32 tile sum (|q_hi b_hi| <= 2^14, |q_lo b_lo| < 2^16, at most a matrix's rows of terms).
+// Weights within [-128, 127] (the transform's and the residual's, |q| <= kMaxAbsQ) are bytes already: two
+// products. The assembly wraps modulo 2^32 like every int32 vector add, so it yields the exact sum whenever
+// the sum fits in int32, which SumComponents requires. Same integers as every other kernel.
+#include "codec/common/transform_sum.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace kvstream::codec {
+namespace {
+
+constexpr int kTileRows = 16;   // rows of a tile (the most AMX allows)
+constexpr int kTileBytes = 64;  // bytes of a tile row (the most AMX allows)
+
+// Palette 1, every tile 16 rows x 64 bytes: 0-3 accumulate int32 sums (16 x 16), 4-5 hold weight bytes
+// (16 rows x 64 components), 6-7 a matrix's high and low bytes (16 rows of 4 interleaved matrix rows).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// The weights of rows [r, r + 16) as bytes, components padded with zeros to `depth` (whole 64-byte chunks)
+// and rows past `rows` all zero: with `bytes` (all within int8) the weights themselves into lo; otherwise
+// high bytes (signed) into hi and low bytes (unsigned) into lo.
+void SplitWeights(const int16_t* q, int64_t rows, int64_t kept, int64_t r, int64_t depth, bool bytes, uint8_t* hi,
+                  uint8_t* lo) {
+  const int64_t stride = WeightStride(kept);
+  const __m512i low_byte = _mm512_set1_epi16(0xff);
+  for (int64_t i = 0; i < kTileRows; ++i) {
+    const int16_t* w = q + (r + i) * stride;
+    for (int64_t j = 0; j < depth; j += 32) {
+      const int64_t left = r + i < rows ? kept - j : 0;
+      const __mmask32 mask = left >= 32 ? ~__mmask32{0} : left > 0 ? (__mmask32{1} << left) - 1 : 0;
+      const __m512i v = _mm512_maskz_loadu_epi16(mask, mask ? w + j : q);
+      if (bytes) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + i * depth + j), _mm512_cvtepi16_epi8(v));
+      } else {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + i * depth + j), _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + i * depth + j),
+                            _mm512_cvtepi16_epi8(_mm512_and_si512(v, low_byte)));
+      }
+    }
+  }
+}
+
+bool WeightsAreBytes(const int16_t* q, int64_t rows, int64_t kept) {
+  const int64_t stride = WeightStride(kept);
+  const __m512i bias = _mm512_set1_epi16(128), high_byte = _mm512_set1_epi16(static_cast<int16_t>(0xff00));
+  __mmask32 outside = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < kept; j += 32) {
+      const __mmask32 mask = kept - j >= 32 ? ~__mmask32{0} : (__mmask32{1} << (kept - j)) - 1;
+      const __m512i v = _mm512_maskz_loadu_epi16(mask, q + r * stride + j);
+      outside |= _mm512_test_epi16_mask(_mm512_add_epi16(v, bias), high_byte);  // q + 128 outside [0, 255]
+    }
+  }
+  return outside == 0;
+}
+
+// Rows [0, n) of a 16-column block: out = high x 2^shift + low (wrapping, see above).
+void Assemble(const int32_t* high, int shift, const int32_t* low, int64_t n, int32_t* out, int64_t out_stride) {
+  const __m128i count = _mm_cvtsi32_si128(shift);
+  for (int64_t i = 0; i < n; ++i) {
+    const __m512i h = _mm512_sll_epi32(_mm512_load_si512(high + i * 16), count);
+    _mm512_storeu_si512(out + i * out_stride, _mm512_add_epi32(h, _mm512_load_si512(low + i * 16)));
+  }
+}
+
+}  // namespace
+
+int64_t SumComponentsAmx(const int16_t* q, int64_t rows, int64_t kept, const AmxMatrix& matrix, int32_t* acc) {
+  const int64_t cols = matrix.cols;
+  if (kept > matrix.depth || kept <= 0 || rows <= 0) return 0;
+  const int64_t chunks = (kept + kTileBytes - 1) / kTileBytes, depth = chunks * kTileBytes;
+  const bool bytes = WeightsAreBytes(q, rows, kept);
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.rows[t] = kTileRows;
+    config.bytes_per_row[t] = kTileBytes;
+  }
+  _tile_loadconfig(&config);
+  // Every row's weight bytes first, so that columns can go outermost: a column block's matrix tiles
+  // (depth x 32 bytes) then stay in L1 while every row block passes (row blocks outermost reloaded the whole
+  // matrix, 72 KiB for SmolLM2, from L2 for each). Weights within int8 take their row blocks in pairs (an
+  // odd count gets a zero block), so that each matrix tile loaded serves two and four accumulators build
+  // their sums independently: a tile's sum waits for its previous product, and one chain per tile would
+  // leave the unit idle.
+  const int64_t row_blocks = ((rows + kTileRows - 1) / kTileRows + 1) / 2 * 2;
+  const size_t block_bytes = static_cast<size_t>(kTileRows * depth);
+  thread_local std::vector<uint8_t> hi_storage, lo_storage;
+  lo_storage.resize(static_cast<size_t>(row_blocks) * block_bytes + 63);
+  if (!bytes) hi_storage.resize(lo_storage.size());
+  uint8_t* lo = AmxMatrix::AlignedTo64(lo_storage.data());
+  uint8_t* hi = bytes ? nullptr : AmxMatrix::AlignedTo64(hi_storage.data());
+  for (int64_t rb = 0; rb < row_blocks; ++rb) {
+    SplitWeights(q, rows, kept, rb * kTileRows, depth, bytes, bytes ? nullptr : hi + rb * block_bytes, lo + rb * block_bytes);
+  }
+  alignas(64) int32_t part[4][kTileRows * 16];
+  const size_t tile_stride = static_cast<size_t>(matrix.depth / kTileBytes) * 2 * kTileRows * kTileBytes;
+  const auto matrix_tiles = [&](int64_t c, int64_t k) {
+    return matrix.tiles() + static_cast<size_t>(c / 16) * tile_stride + static_cast<size_t>(k) * 2 * kTileRows * kTileBytes;
+  };
+  for (int64_t c = 0; c < cols; c += 16) {
+    if (bytes) {
+      for (int64_t rb = 0; rb < row_blocks; rb += 2) {
+        const uint8_t* a = lo + rb * block_bytes;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int64_t k = 0; k < chunks; ++k) {
+          const uint8_t* b = matrix_tiles(c, k);
+          _tile_loadd(6, b, kTileBytes);
+          _tile_loadd(7, b + kTileRows * kTileBytes, kTileBytes);
+          _tile_loadd(4, a + k * kTileBytes, depth);
+          _tile_loadd(5, a + block_bytes + k * kTileBytes, depth);
+          _tile_dpbssd(0, 4, 6);  // first block: q b_hi
+          _tile_dpbsud(1, 4, 7);  // first block: q b_lo
+          _tile_dpbssd(2, 5, 6);  // second block
+          _tile_dpbsud(3, 5, 7);
+        }
+        _tile_stored(0, part[0], 64);
+        _tile_stored(1, part[1], 64);
+        _tile_stored(2, part[2], 64);
+        _tile_stored(3, part[3], 64);
+        for (int64_t half = 0; half < 2; ++half) {
+          const int64_t r = (rb + half) * kTileRows, n = std::min<int64_t>(kTileRows, rows - r);
+          if (n > 0) Assemble(part[2 * half], 8, part[2 * half + 1], n, acc + r * cols + c, cols);
+        }
+      }
+    } else {
+      for (int64_t r = 0; r < rows; r += kTileRows) {
+        const int64_t n = std::min<int64_t>(kTileRows, rows - r);
+        const uint8_t* a_lo = lo + r * depth;
+        const uint8_t* a_hi = hi + r * depth;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int64_t k = 0; k < chunks; ++k) {
+          const uint8_t* b = matrix_tiles(c, k);
+          _tile_loadd(6, b, kTileBytes);
+          _tile_loadd(7, b + kTileRows * kTileBytes, kTileBytes);
+          _tile_loadd(4, a_hi + k * kTileBytes, depth);
+          _tile_loadd(5, a_lo + k * kTileBytes, depth);
+          _tile_dpbssd(0, 4, 6);  // q_hi b_hi
+          _tile_dpbsud(1, 4, 7);  // q_hi b_lo
+          _tile_dpbusd(2, 5, 6);  // q_lo b_hi
+          _tile_dpbuud(3, 5, 7);  // q_lo b_lo
+        }
+        _tile_stored(0, part[0], 64);
+        _tile_stored(1, part[1], 64);
+        _tile_stored(2, part[2], 64);
+        _tile_stored(3, part[3], 64);
+        // (hh x 2^8 + hl + lh) x 2^8 + ll, through part[1].
+        Assemble(part[0], 8, part[1], kTileRows, part[1], 16);
+        Assemble(part[2], 0, part[1], kTileRows, part[1], 16);
+        Assemble(part[1], 8, part[3], n, acc + r * cols + c, cols);
+      }
+    }
+  }
+  _tile_release();
+  return cols;
+}
+
+}  // namespace kvstream::codec
+
+#endif
