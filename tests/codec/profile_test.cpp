@@ -34,8 +34,10 @@ Profile BuildProfile(int max_tables = 64, float exponent = 0.0f) {
   options.channel_exponent = exponent;
   ProfileBuilder builder(options);
   // Two samples, as `kvstream profile` adds one per context.
-  EXPECT_TRUE(builder.AddSample(SliceTokens(kv.cache.keys(), 0, 40), SliceTokens(kv.cache.values(), 0, 40)).ok());
-  EXPECT_TRUE(builder.AddSample(SliceTokens(kv.cache.keys(), 40, 40), SliceTokens(kv.cache.values(), 40, 40)).ok());
+  constexpr int kHalf = kProfileTokens / 2;
+  EXPECT_TRUE(builder.AddSample(SliceTokens(kv.cache.keys(), 0, kHalf), SliceTokens(kv.cache.values(), 0, kHalf)).ok());
+  EXPECT_TRUE(
+      builder.AddSample(SliceTokens(kv.cache.keys(), kHalf, kHalf), SliceTokens(kv.cache.values(), kHalf, kHalf)).ok());
   auto p = builder.Build();
   EXPECT_TRUE(p.ok()) << p.status().ToString();
   return std::move(p).value();
