@@ -77,6 +77,39 @@ void Assemble(const int32_t* high, int shift, const int32_t* low, int64_t n, int
   }
 }
 
+// One 16 x 16 block of sums over `chunks` chunks of 64 components: tiles 0-3 accumulate (A x matrix high
+// bytes, A x low bytes, A' x high, A' x low) and are stored into part[0..3]. A (tile 4) holds signed bytes
+// at `first`; A' (tile 5) at `second` holds signed bytes too when kSignedSecond (a second row block's int8
+// weights), unsigned ones otherwise (the low bytes of A's weights). a_stride: bytes between weight rows.
+template <bool kSignedSecond>
+void MultiplyBlock(const uint8_t* first, const uint8_t* second, int64_t a_stride, const uint8_t* matrix, int64_t chunks,
+                   int32_t (*part)[kTileRows * 16]) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t k = 0; k < chunks; ++k) {
+    const uint8_t* b = matrix + k * 2 * kTileRows * kTileBytes;
+    _tile_loadd(6, b, kTileBytes);
+    _tile_loadd(7, b + kTileRows * kTileBytes, kTileBytes);
+    _tile_loadd(4, first + k * kTileBytes, a_stride);
+    _tile_loadd(5, second + k * kTileBytes, a_stride);
+    _tile_dpbssd(0, 4, 6);
+    _tile_dpbsud(1, 4, 7);
+    if (kSignedSecond) {
+      _tile_dpbssd(2, 5, 6);
+      _tile_dpbsud(3, 5, 7);
+    } else {
+      _tile_dpbusd(2, 5, 6);
+      _tile_dpbuud(3, 5, 7);
+    }
+  }
+  _tile_stored(0, part[0], 64);
+  _tile_stored(1, part[1], 64);
+  _tile_stored(2, part[2], 64);
+  _tile_stored(3, part[3], 64);
+}
+
 }  // namespace
 
 int64_t SumComponentsAmx(const int16_t* q, int64_t rows, int64_t kept, const AmxMatrix& matrix, int32_t* acc) {
@@ -108,65 +141,24 @@ int64_t SumComponentsAmx(const int16_t* q, int64_t rows, int64_t kept, const Amx
   }
   alignas(64) int32_t part[4][kTileRows * 16];
   const size_t tile_stride = static_cast<size_t>(matrix.depth / kTileBytes) * 2 * kTileRows * kTileBytes;
-  const auto matrix_tiles = [&](int64_t c, int64_t k) {
-    return matrix.tiles() + static_cast<size_t>(c / 16) * tile_stride + static_cast<size_t>(k) * 2 * kTileRows * kTileBytes;
-  };
   for (int64_t c = 0; c < cols; c += 16) {
+    const uint8_t* matrix_block = matrix.tiles() + static_cast<size_t>(c / 16) * tile_stride;
     if (bytes) {
       for (int64_t rb = 0; rb < row_blocks; rb += 2) {
         const uint8_t* a = lo + rb * block_bytes;
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        for (int64_t k = 0; k < chunks; ++k) {
-          const uint8_t* b = matrix_tiles(c, k);
-          _tile_loadd(6, b, kTileBytes);
-          _tile_loadd(7, b + kTileRows * kTileBytes, kTileBytes);
-          _tile_loadd(4, a + k * kTileBytes, depth);
-          _tile_loadd(5, a + block_bytes + k * kTileBytes, depth);
-          _tile_dpbssd(0, 4, 6);  // first block: q b_hi
-          _tile_dpbsud(1, 4, 7);  // first block: q b_lo
-          _tile_dpbssd(2, 5, 6);  // second block
-          _tile_dpbsud(3, 5, 7);
-        }
-        _tile_stored(0, part[0], 64);
-        _tile_stored(1, part[1], 64);
-        _tile_stored(2, part[2], 64);
-        _tile_stored(3, part[3], 64);
+        MultiplyBlock<true>(a, a + block_bytes, depth, matrix_block, chunks, part);
         for (int64_t half = 0; half < 2; ++half) {
           const int64_t r = (rb + half) * kTileRows, n = std::min<int64_t>(kTileRows, rows - r);
-          if (n > 0) Assemble(part[2 * half], 8, part[2 * half + 1], n, acc + r * cols + c, cols);
+          if (n > 0) Assemble(part[2 * half], 8, part[2 * half + 1], n, acc + r * cols + c, cols);  // q b_hi, q b_lo
         }
       }
     } else {
       for (int64_t r = 0; r < rows; r += kTileRows) {
-        const int64_t n = std::min<int64_t>(kTileRows, rows - r);
-        const uint8_t* a_lo = lo + r * depth;
-        const uint8_t* a_hi = hi + r * depth;
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        for (int64_t k = 0; k < chunks; ++k) {
-          const uint8_t* b = matrix_tiles(c, k);
-          _tile_loadd(6, b, kTileBytes);
-          _tile_loadd(7, b + kTileRows * kTileBytes, kTileBytes);
-          _tile_loadd(4, a_hi + k * kTileBytes, depth);
-          _tile_loadd(5, a_lo + k * kTileBytes, depth);
-          _tile_dpbssd(0, 4, 6);  // q_hi b_hi
-          _tile_dpbsud(1, 4, 7);  // q_hi b_lo
-          _tile_dpbusd(2, 5, 6);  // q_lo b_hi
-          _tile_dpbuud(3, 5, 7);  // q_lo b_lo
-        }
-        _tile_stored(0, part[0], 64);
-        _tile_stored(1, part[1], 64);
-        _tile_stored(2, part[2], 64);
-        _tile_stored(3, part[3], 64);
-        // (hh x 2^8 + hl + lh) x 2^8 + ll, through part[1].
+        MultiplyBlock<false>(hi + r * depth, lo + r * depth, depth, matrix_block, chunks, part);
+        // Parts hh, hl, lh, ll: (hh x 2^8 + hl + lh) x 2^8 + ll, through part[1].
         Assemble(part[0], 8, part[1], kTileRows, part[1], 16);
         Assemble(part[2], 0, part[1], kTileRows, part[1], 16);
-        Assemble(part[1], 8, part[3], n, acc + r * cols + c, cols);
+        Assemble(part[1], 8, part[3], std::min<int64_t>(kTileRows, rows - r), acc + r * cols + c, cols);
       }
     }
   }
