@@ -28,7 +28,7 @@ Result<std::vector<uint8_t>> EncodeContextChunk(const ContextSpec& context, int6
 }
 
 Status DecodeChunkInto(const uint8_t* data, size_t size, const Profile* profile, int64_t token_begin,
-                       const TensorView& keys, const TensorView& values) {
+                       const TensorView& keys, const TensorView& values, const ParallelFor& parallel_for) {
   KVSTREAM_ASSIGN_OR_RETURN(ChunkInfo info, InspectChunk(data, size));
   if (info.token_begin != token_begin) {
     return Status::CorruptData("chunk token_begin = " + std::to_string(info.token_begin) + ", requested " +
@@ -36,6 +36,7 @@ Status DecodeChunkInto(const uint8_t* data, size_t size, const Profile* profile,
   }
   DecodeOptions options;
   options.profile = profile;
+  options.parallel_for = parallel_for;
   return DecodeChunk(data, size, options, keys, values);
 }
 

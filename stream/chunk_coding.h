@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kvstream/codec.h"
 #include "kvstream/level.h"
 #include "kvstream/profile.h"
 #include "kvstream/status.h"
@@ -18,8 +19,9 @@ Result<std::vector<uint8_t>> EncodeContextChunk(const ContextSpec& context, int6
                                                 Level level, const Profile* profile, QuantScheme scheme, int threads);
 
 // Decodes a KV-level chunk (not text) into the destination slices, checking that it covers `token_begin`.
+// parallel_for: where the chunk's segments (or blocks of positions) run; null: the calling thread only.
 Status DecodeChunkInto(const uint8_t* data, size_t size, const Profile* profile, int64_t token_begin,
-                       const TensorView& keys, const TensorView& values);
+                       const TensorView& keys, const TensorView& values, const ParallelFor& parallel_for = {});
 
 Result<std::vector<int32_t>> DecodeTextChunk(const uint8_t* data, size_t size, int64_t expected_tokens);
 

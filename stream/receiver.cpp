@@ -4,8 +4,11 @@
 // bookkeeping. Everything else reports to it through one event queue: the data plane (a payload arrived),
 // the control connection (a chunk error, the manifest, the connection closed) and the decode threads (a
 // chunk is in the destination). Decode threads take the lowest-numbered chunk that is ready; a "text"
-// chunk is ready only when every earlier chunk is decoded, because recomputing it needs their KV.
+// chunk is ready only when every earlier chunk is decoded, because recomputing it needs their KV. A decode
+// thread with no chunk to take helps with the parts of the chunks being decoded (their segments, or blocks
+// of positions), so that the last chunks of a fetch, which nothing else overlaps, decode on every thread.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -79,6 +82,17 @@ struct DecodeTask {
   std::shared_ptr<std::vector<uint8_t>> bytes;
 };
 
+// The parts of one chunk's decode (DecodeOptions::parallel_for), claimed one at a time by the decoding
+// thread and by idle decode threads. `task` lives on the decoding thread's stack until `finished == count`.
+struct SharedParts {
+  SharedParts(size_t n, const std::function<void(size_t)>* t) : count(n), task(t) {}
+  const size_t count;
+  const std::function<void(size_t)>* task;
+  std::atomic<size_t> next{0};
+  size_t finished = 0;  // guarded by the pool's mutex
+  bool Unclaimed() const { return next.load() < count; }
+};
+
 // Decode threads for one fetch. Joined before Fetch returns, so they never outlive the destination.
 class DecodePool {
  public:
@@ -112,20 +126,63 @@ class DecodePool {
  private:
   bool Runnable(const DecodeTask& t) const { return t.level != kLevelText || prefix_ == t.chunk; }
 
+  // Runs parts of `parts` until none is left unclaimed.
+  void RunParts(SharedParts& parts) {
+    for (size_t i = parts.next.fetch_add(1); i < parts.count; i = parts.next.fetch_add(1)) {
+      (*parts.task)(i);
+      bool last;
+      {
+        std::lock_guard lock(mu_);
+        last = ++parts.finished == parts.count;
+      }
+      if (last) cv_.notify_all();
+    }
+  }
+
+  // DecodeOptions::parallel_for of every chunk decode: the decoding thread runs parts itself, idle decode
+  // threads join in, and it returns once every part has finished (whoever ran it).
+  void ParallelParts(size_t count, const std::function<void(size_t)>& task) {
+    auto parts = std::make_shared<SharedParts>(count, &task);
+    {
+      std::lock_guard lock(mu_);
+      shared_.push_back(parts);
+    }
+    cv_.notify_all();
+    RunParts(*parts);
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return parts->finished == parts->count; });
+    shared_.erase(std::find(shared_.begin(), shared_.end(), parts));
+  }
+
+  std::shared_ptr<SharedParts> PartsToHelpWith() const {
+    for (const auto& parts : shared_) {
+      if (parts->Unclaimed()) return parts;
+    }
+    return nullptr;
+  }
+
   void Loop() {
     while (true) {
       DecodeTask task;
       {
         std::unique_lock lock(mu_);
+        std::shared_ptr<SharedParts> help;
         cv_.wait(lock, [&] {
           if (stop_) return true;
           for (auto& [chunk, t] : ready_) {
             if (Runnable(t)) return true;
           }
-          return false;
+          help = PartsToHelpWith();
+          return help != nullptr;
         });
         if (stop_) return;
         auto it = std::find_if(ready_.begin(), ready_.end(), [&](const auto& kv) { return Runnable(kv.second); });
+        if (it == ready_.end()) {
+          // No chunk to take: help with a chunk being decoded (a new chunk, when there is one, comes first).
+          lock.unlock();
+          RunParts(*help);
+          continue;
+        }
         task = std::move(it->second);
         ready_.erase(it);
       }
@@ -155,7 +212,8 @@ class DecodePool {
     const uint8_t* data = task.bytes->data();
     const size_t size = task.bytes->size();
     if (task.level != kLevelText) {
-      return stream::DecodeChunkInto(data, size, options_.profile.get(), begin, keys, values);
+      return stream::DecodeChunkInto(data, size, options_.profile.get(), begin, keys, values,
+                                     [this](size_t count, const std::function<void(size_t)>& part) { ParallelParts(count, part); });
     }
     return Recompute(data, size, begin, tokens);
   }
@@ -210,6 +268,7 @@ class DecodePool {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<int, DecodeTask> ready_;
+  std::vector<std::shared_ptr<SharedParts>> shared_;  // chunk decodes whose parts idle threads may run
   std::vector<bool> decoded_;
   int prefix_ = 0;
   bool stop_ = false;

@@ -481,7 +481,8 @@ KVSTREAM_REGISTER_COMMAND(bench_transport, {
     "  --scheme S      the server's lossy quantiser: channel-uniform (default), transform or predicted (need a\n"
     "                  --profile made with --transform or --predict; methods are then named\n"
     "                  kvstream-transform-L<n> or kvstream-predicted-L<n>)\n"
-    "  --decode-threads T  chunks the fetcher decodes at once (default 1)",
+    "  --decode-threads T  the fetcher's decode threads (several chunks at once, or one chunk's parts;\n"
+    "                  default 1)",
     {"sizes", "window", "total-mb", "repetitions", "link-gbps", "model", "tokens", "levels", "profile", "scheme",
      "decode-threads"},
     {"json", "skip-raw", "skip-fetch"},

@@ -148,9 +148,9 @@ KVSTREAM_REGISTER_COMMAND(demo, {
     "                     none: in-chunk tables, qualities unknown)\n"
     "  --scheme S         lossy quantiser: channel-uniform (default), transform (needs a --profile made\n"
     "                     with --transform) or predicted (needs one made with --predict)\n"
-    "  --decode-threads T chunks the decode node decodes at once (default 1; the transform scheme's decode\n"
-    "                     is three to four times channel-uniform's, the predicted scheme's about three\n"
-    "                     times the transform's, and both gain most from 2)\n"
+    "  --decode-threads T the decode node's decode threads, several chunks at once or one chunk's parts\n"
+    "                     (default 1; the transform and predicted schemes' decode is slower than\n"
+    "                     channel-uniform's, and both gain most from 2)\n"
     "  --tokenizer PATH, --threads N   as for the other model commands",
     {"model", "text", "tokens", "eval-tokens", "deadline-ms", "profile", "scheme", "decode-threads", "tokenizer", "threads"},
     {},

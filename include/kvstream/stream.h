@@ -102,6 +102,8 @@ struct ReceiverOptions {
   // Chunks requested ahead of the one being decoded. 1 disables pipelining: each chunk is requested only
   // after the previous one is decoded.
   int max_inflight_chunks = 2;
+  // Threads decoding arrived chunks: several chunks at once, and a thread with no chunk of its own helps
+  // with the parts (segments, blocks of positions) of one being decoded, so the last chunks use them all.
   int decode_threads = 1;
   // A requested chunk that has not arrived after this long fails the fetch with kTimeout.
   int chunk_timeout_ms = 10000;

@@ -58,6 +58,8 @@ TEST_F(FetchTest, ManifestAdvertisesEveryChunkAndLevel) {
   }
 }
 
+// Pipelined or not, on one decode thread or several (which share each chunk's segments when they have no
+// chunk of their own to decode).
 TEST_F(FetchTest, EveryKvLevelMatchesALocalDecodePipelinedOrNot) {
   const RealKv& kv = StoriesKv();
   auto manifest = Connect()->GetManifest("gpl");
@@ -68,6 +70,7 @@ TEST_F(FetchTest, EveryKvLevelMatchesALocalDecodePipelinedOrNot) {
     for (int inflight : {1, 3}) {
       ReceiverOptions options = TestReceiverOptions();
       options.max_inflight_chunks = inflight;
+      options.decode_threads = inflight;
       auto receiver = Connect(options);
       Destination got(kv);
       FixedLevelPolicy policy(info.level);
@@ -117,6 +120,7 @@ TEST_F(FetchTest, WithAProfileLevelsAreSmallerAdvertiseTheirQualityAndNeedThePro
   ASSERT_TRUE((*sender)->Register("gpl", SpecOf(kv)).ok());
   ReceiverOptions ro = TestReceiverOptions();
   ro.profile = profile;
+  ro.decode_threads = 2;  // the predicted decoder's blocks of positions shared between the two
   auto receiver = Receiver::Connect("127.0.0.1", (*sender)->port(), ro);
   ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
   auto manifest = (*receiver)->GetManifest("gpl");
@@ -189,6 +193,7 @@ void FetchTest::CheckTransformScheme(QuantScheme scheme) {
 
   ReceiverOptions ro = TestReceiverOptions();
   ro.profile = profile;
+  ro.decode_threads = 2;  // the predicted decoder's blocks of positions shared between the two
   auto receiver = Receiver::Connect("127.0.0.1", (*sender)->port(), ro);
   auto plain_receiver = Receiver::Connect("127.0.0.1", (*plain)->port(), ro);
   ASSERT_TRUE(receiver.ok() && plain_receiver.ok());
