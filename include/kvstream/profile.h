@@ -62,7 +62,8 @@ struct ProfileData;  // private to codec/ (codec/common/profile_data.h)
 class Profile {
  public:
   // Parses profile bytes (untrusted): every count is checked against the buffer and the limits, the
-  // CRC32C verified, every table checked to sum to 2^12.
+  // CRC32C verified, every table checked to sum to 2^12. On a CPU with AMX the profile also keeps its
+  // transform and predictor matrices in the AMX kernel's layout: about as many bytes again as they take.
   static Result<Profile> Parse(const uint8_t* data, size_t size, const ProfileLimits& limits = {});
   // The canonical bytes; Parse(Serialize()) gives an equal profile with the same hash.
   const std::vector<uint8_t>& bytes() const;
