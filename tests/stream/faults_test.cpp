@@ -153,10 +153,12 @@ TEST(Faults, SixtyFourConcurrentFetchesStayWithinTheConfiguredBounds) {
     ASSERT_TRUE(r.ok()) << i << ": " << r.status().ToString();
     receivers.push_back(std::move(*r));
   }
+  // Every destination before the first fetch starts: a fetch thread reads `dests` while this one would
+  // otherwise still grow it (ThreadSanitizer caught the reallocation racing with the reads).
   std::vector<std::unique_ptr<Destination>> dests;
+  for (int i = 0; i < kFetches; ++i) dests.push_back(std::make_unique<Destination>(StoriesKv()));
   std::vector<std::future<Result<FetchResult>>> fetches;
   for (int i = 0; i < kFetches; ++i) {
-    dests.push_back(std::make_unique<Destination>(StoriesKv()));
     fetches.push_back(std::async(std::launch::async, [&, i] {
       FixedLevelPolicy policy(levels[i % 4]);
       return receivers[i]->Fetch("gpl", dests[i]->keys, dests[i]->values, 60.0, policy);
