@@ -73,7 +73,7 @@ Status ReadQuality(ByteReader& in, LevelQuality* q) {
 }  // namespace
 
 void ProfileData::PrepareKernels() {
-  if (!codec::AmxEnabled() || (!has_transform && !has_prediction)) return;
+  if (!codec::AmxEnabled() || !has_transform) return;  // a prediction needs the transform
   auto m = std::make_shared<AmxMatrices>();
   const int64_t n = channels;
   const size_t square = static_cast<size_t>(n * n);

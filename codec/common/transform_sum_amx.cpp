@@ -30,39 +30,23 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// The weights of rows [r, r + 16) as bytes, components padded with zeros to `depth` (whole 64-byte chunks)
-// and rows past `rows` all zero: with `bytes` (all within int8) the weights themselves into lo; otherwise
-// high bytes (signed) into hi and low bytes (unsigned) into lo.
-void SplitWeights(const int16_t* q, int64_t rows, int64_t kept, int64_t r, int64_t depth, bool bytes, uint8_t* hi,
-                  uint8_t* lo) {
+// The weights of rows [r, r + 16) split into high bytes (signed, into hi) and low bytes (unsigned, into lo),
+// components padded with zeros to `depth` (whole 64-byte chunks) and rows past `rows` all zero. Returns
+// whether every weight lies within int8: then lo, read as signed bytes, holds the weights themselves.
+bool SplitWeights(const int16_t* q, int64_t rows, int64_t kept, int64_t r, int64_t depth, uint8_t* hi, uint8_t* lo) {
   const int64_t stride = WeightStride(kept);
-  const __m512i low_byte = _mm512_set1_epi16(0xff);
+  const __m512i bias = _mm512_set1_epi16(128), high_byte = _mm512_set1_epi16(static_cast<int16_t>(0xff00));
+  __mmask32 outside = 0;
   for (int64_t i = 0; i < kTileRows; ++i) {
     const int16_t* w = q + (r + i) * stride;
     for (int64_t j = 0; j < depth; j += 32) {
       const int64_t left = r + i < rows ? kept - j : 0;
       const __mmask32 mask = left >= 32 ? ~__mmask32{0} : left > 0 ? (__mmask32{1} << left) - 1 : 0;
       const __m512i v = _mm512_maskz_loadu_epi16(mask, mask ? w + j : q);
-      if (bytes) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + i * depth + j), _mm512_cvtepi16_epi8(v));
-      } else {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + i * depth + j), _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + i * depth + j),
-                            _mm512_cvtepi16_epi8(_mm512_and_si512(v, low_byte)));
-      }
-    }
-  }
-}
-
-bool WeightsAreBytes(const int16_t* q, int64_t rows, int64_t kept) {
-  const int64_t stride = WeightStride(kept);
-  const __m512i bias = _mm512_set1_epi16(128), high_byte = _mm512_set1_epi16(static_cast<int16_t>(0xff00));
-  __mmask32 outside = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t j = 0; j < kept; j += 32) {
-      const __mmask32 mask = kept - j >= 32 ? ~__mmask32{0} : (__mmask32{1} << (kept - j)) - 1;
-      const __m512i v = _mm512_maskz_loadu_epi16(mask, q + r * stride + j);
       outside |= _mm512_test_epi16_mask(_mm512_add_epi16(v, bias), high_byte);  // q + 128 outside [0, 255]
+      // vpmovwb keeps each word's low byte.
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + i * depth + j), _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + i * depth + j), _mm512_cvtepi16_epi8(v));
     }
   }
   return outside == 0;
@@ -116,7 +100,6 @@ int64_t SumComponentsAmx(const int16_t* q, int64_t rows, int64_t kept, const Amx
   const int64_t cols = matrix.cols;
   if (kept > matrix.depth || kept <= 0 || rows <= 0) return 0;
   const int64_t chunks = (kept + kTileBytes - 1) / kTileBytes, depth = chunks * kTileBytes;
-  const bool bytes = WeightsAreBytes(q, rows, kept);
   TileConfig config;
   for (int t = 0; t < 8; ++t) {
     config.rows[t] = kTileRows;
@@ -133,11 +116,12 @@ int64_t SumComponentsAmx(const int16_t* q, int64_t rows, int64_t kept, const Amx
   const size_t block_bytes = static_cast<size_t>(kTileRows * depth);
   thread_local std::vector<uint8_t> hi_storage, lo_storage;
   lo_storage.resize(static_cast<size_t>(row_blocks) * block_bytes + 63);
-  if (!bytes) hi_storage.resize(lo_storage.size());
+  hi_storage.resize(lo_storage.size());
   uint8_t* lo = AmxMatrix::AlignedTo64(lo_storage.data());
-  uint8_t* hi = bytes ? nullptr : AmxMatrix::AlignedTo64(hi_storage.data());
+  uint8_t* hi = AmxMatrix::AlignedTo64(hi_storage.data());
+  bool bytes = true;
   for (int64_t rb = 0; rb < row_blocks; ++rb) {
-    SplitWeights(q, rows, kept, rb * kTileRows, depth, bytes, bytes ? nullptr : hi + rb * block_bytes, lo + rb * block_bytes);
+    bytes &= SplitWeights(q, rows, kept, rb * kTileRows, depth, hi + rb * block_bytes, lo + rb * block_bytes);
   }
   alignas(64) int32_t part[4][kTileRows * 16];
   const size_t tile_stride = static_cast<size_t>(matrix.depth / kTileBytes) * 2 * kTileRows * kTileBytes;
