@@ -31,6 +31,10 @@ struct CodecBenchOptions {
   double min_seconds = 0.3;  // each timing repeats whole passes until at least this long (or 1 pass)
   bool transform = false;    // also learn the transform scheme and measure it ("kvstream-transform" rows)
   bool predict = false;      // also the predicted scheme ("kvstream-predicted" rows; implies transform)
+  // > 0: also the transform and predicted levels finer than fine_level with that fraction of each chunk's
+  // tokens coded at fine_level ("kvstream-transform+fine", "kvstream-predicted+fine" rows).
+  double fine_fraction = 0.0;
+  Level fine_level = 2;
 };
 
 struct CodecBenchRow {

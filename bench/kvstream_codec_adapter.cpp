@@ -19,10 +19,12 @@ constexpr int kPredictionCalibrationTokens = 4096;
 
 class KvstreamLevelCodec final : public BaselineCodec {
  public:
-  KvstreamLevelCodec(std::shared_ptr<const Profile> profile, Level level, QuantScheme scheme)
-      : profile_(std::move(profile)), level_(level), scheme_(scheme) {}
+  KvstreamLevelCodec(std::shared_ptr<const Profile> profile, Level level, QuantScheme scheme, FineRowsOption fine)
+      : profile_(std::move(profile)), level_(level), scheme_(scheme), fine_(fine) {}
   std::string method() const override {
-    return scheme_ == QuantScheme::kChannelUniform ? "kvstream" : std::string("kvstream-") + QuantSchemeName(scheme_);
+    const std::string name =
+        scheme_ == QuantScheme::kChannelUniform ? "kvstream" : std::string("kvstream-") + QuantSchemeName(scheme_);
+    return fine_.fraction > 0 ? name + "+fine" : name;
   }
   Level level() const override { return level_; }
 
@@ -31,11 +33,15 @@ class KvstreamLevelCodec final : public BaselineCodec {
     in.keys = TensorView::Dense(const_cast<uint16_t*>(chunk.k.data()), DType::kF16, chunk.layers, chunk.tokens, chunk.channels);
     in.values = TensorView::Dense(const_cast<uint16_t*>(chunk.v.data()), DType::kF16, chunk.layers, chunk.tokens, chunk.channels);
     in.token_begin = chunk.token_begin;
+    in.importance = chunk.importance.empty() ? nullptr : chunk.importance.data();
     kvstream::EncodeStats codec_stats;
     EncodeOptions options;
     options.level = level_;
     options.profile = IsLossyLevel(level_) ? profile_.get() : nullptr;
     options.scheme = scheme_;
+    // KvChunk16::importance ranks each token within its context: the top `fraction` of them are fine.
+    if (fine_.fraction > 0) options.fine_min_importance = static_cast<float>(1.0 - fine_.fraction);
+    options.fine_level = fine_.level;
     options.stats = stats ? &codec_stats : nullptr;
     KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, EncodeChunk(in, options));
     if (stats) {
@@ -58,17 +64,22 @@ class KvstreamLevelCodec final : public BaselineCodec {
   std::shared_ptr<const Profile> profile_;
   Level level_;
   QuantScheme scheme_;
+  FineRowsOption fine_;
 };
 
 // The ladder's levels (in both schemes when the profile has a transform) plus int8 and fp16, sharing one
 // profile.
-std::vector<std::unique_ptr<BaselineCodec>> LevelCodecs(Profile profile) {
+std::vector<std::unique_ptr<BaselineCodec>> LevelCodecs(Profile profile, FineRowsOption fine) {
   auto shared = std::make_shared<const Profile>(std::move(profile));
   std::vector<std::unique_ptr<BaselineCodec>> codecs;
   for (const LevelSpec& spec : shared->ladder()) codecs.push_back(MakeKvstreamLevelCodec(shared, spec.level));
   for (QuantScheme scheme : {QuantScheme::kTransform, QuantScheme::kPredicted}) {
     if (!shared->Supports(scheme)) continue;
     for (const LevelSpec& spec : shared->ladder()) codecs.push_back(MakeKvstreamLevelCodec(shared, spec.level, scheme));
+    if (fine.fraction <= 0) continue;
+    for (const LevelSpec& spec : shared->ladder()) {
+      if (spec.level > fine.level) codecs.push_back(MakeKvstreamLevelCodec(shared, spec.level, scheme, fine));
+    }
   }
   codecs.push_back(MakeKvstreamLevelCodec(shared, kLevelInt8));
   codecs.push_back(MakeKvstreamLevelCodec(shared, kLevelFp16));
@@ -77,8 +88,9 @@ std::vector<std::unique_ptr<BaselineCodec>> LevelCodecs(Profile profile) {
 
 }  // namespace
 
-std::unique_ptr<BaselineCodec> MakeKvstreamLevelCodec(std::shared_ptr<const Profile> profile, Level level, QuantScheme scheme) {
-  return std::make_unique<KvstreamLevelCodec>(std::move(profile), level, scheme);
+std::unique_ptr<BaselineCodec> MakeKvstreamLevelCodec(std::shared_ptr<const Profile> profile, Level level, QuantScheme scheme,
+                                                      FineRowsOption fine) {
+  return std::make_unique<KvstreamLevelCodec>(std::move(profile), level, scheme, fine);
 }
 
 CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t offset, const std::string& profile_path,
@@ -91,7 +103,7 @@ CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t o
       KVSTREAM_ASSIGN_OR_RETURN(Profile profile, Profile::Parse(bytes.data(), bytes.size()));
       KVSTREAM_RETURN_IF_ERROR(
           profile.CheckShape(model.config().n_layers, model.config().kv_dim(), "the model").WithContext(profile_path));
-      return LevelCodecs(std::move(profile));
+      return LevelCodecs(std::move(profile), {options.fine_fraction, options.fine_level});
     }
     std::ifstream in(calibration_text, std::ios::binary);
     if (!in) return Status::NotFound("cannot open calibration text " + calibration_text);
@@ -119,7 +131,7 @@ CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t o
     KVSTREAM_RETURN_IF_ERROR(builder.AddSample(cache.keys(), cache.values()));
     KVSTREAM_ASSIGN_OR_RETURN(Profile profile, builder.Build());
     if (learned_from) *learned_from = {calibration_text, begin, n};
-    return LevelCodecs(std::move(profile));
+    return LevelCodecs(std::move(profile), {options.fine_fraction, options.fine_level});
   };
 }
 

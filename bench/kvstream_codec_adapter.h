@@ -12,11 +12,19 @@
 
 namespace kvstream::bench {
 
+// The fine rows a level codec asks for: that fraction of each context's tokens (EncodeOptions::
+// fine_min_importance, from KvChunk16::importance) at that level.
+struct FineRowsOption {
+  double fraction = 0.0;
+  Level level = 2;
+};
+
 // One level of kvstream's codec as a BaselineCodec (method "kvstream", or "kvstream-transform" /
-// "kvstream-predicted" for those schemes, which need a profile that serves them); `profile` null: every
-// chunk carries its own tables.
+// "kvstream-predicted" for those schemes, which need a profile that serves them, with "+fine" when it
+// codes fine rows); `profile` null: every chunk carries its own tables.
 std::unique_ptr<BaselineCodec> MakeKvstreamLevelCodec(std::shared_ptr<const Profile> profile, Level level,
-                                                      QuantScheme scheme = QuantScheme::kChannelUniform);
+                                                      QuantScheme scheme = QuantScheme::kChannelUniform,
+                                                      FineRowsOption fine = {});
 
 // The calibration slice a learned profile came from, for the benchmark's report.
 struct CalibrationSlice {
@@ -30,8 +38,9 @@ struct CalibrationSlice {
 // options.predict; fewer if the text or the model's context is shorter; offset < 0: right after the
 // benchmark's context and continuation) are prefilled after a BOS and their KV trains it, with the
 // transform scheme when options.transform and the predicted one when options.predict; *learned_from
-// (if not null) records the slice. Then one codec per level of every scheme the profile serves, plus
-// int8 and fp16.
+// (if not null) records the slice. Then one codec per level of every scheme the profile serves, the
+// transform and predicted levels finer than options.fine_level again with fine rows when
+// options.fine_fraction > 0, plus int8 and fp16.
 CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t offset, const std::string& profile_path,
                                   const CodecBenchOptions& options, CalibrationSlice* learned_from = nullptr);
 

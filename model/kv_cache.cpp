@@ -10,6 +10,8 @@ KvCache KvCache::Allocate(const ModelConfig& config, int capacity) {
   c.capacity = capacity < 0 ? 0 : capacity;
   c.k.assign(static_cast<size_t>(c.layers) * c.capacity * c.kv_dim, 0.0f);
   c.v.assign(c.k.size(), 0.0f);
+  c.attention.assign(static_cast<size_t>(c.capacity), 0.0);
+  c.uniform_attention.assign(static_cast<size_t>(c.capacity), 0.0);
   return c;
 }
 
@@ -25,5 +27,13 @@ TensorView KvCache::keys() { return View(k.data(), *this); }
 TensorView KvCache::values() { return View(v.data(), *this); }
 TensorView KvCache::keys() const { return View(k.data(), *this); }
 TensorView KvCache::values() const { return View(v.data(), *this); }
+
+std::vector<float> KvCache::Importance() const {
+  std::vector<float> importance(static_cast<size_t>(tokens), 0.0f);
+  for (size_t t = 0; t < importance.size() && t < attention.size() && t < uniform_attention.size(); ++t) {
+    if (uniform_attention[t] > 0.0) importance[t] = static_cast<float>(attention[t] / uniform_attention[t]);
+  }
+  return importance;
+}
 
 }  // namespace kvstream

@@ -105,6 +105,11 @@ Status LlamaModel::Forward(const std::vector<int>& tokens, KvCache& cache, std::
 
   const int p0 = cache.tokens;
   const size_t cap = static_cast<size_t>(cache.capacity);
+  if (cache.attention.size() != cap || cache.uniform_attention.size() != cap) {
+    cache.attention.assign(cap, 0.0);
+    cache.uniform_attention.assign(cap, 0.0);
+  }
+  double* const received = cache.attention.data();
   std::vector<float> x(static_cast<size_t>(n) * dim), xb(x.size());
   std::vector<float> q(static_cast<size_t>(n) * q_dim), att(q.size());
   std::vector<float> hb(static_cast<size_t>(n) * c.hidden_dim), hb2(hb.size());
@@ -160,7 +165,10 @@ Status LlamaModel::Forward(const std::vector<int>& tokens, KvCache& cache, std::
             sum += s[j];
           }
           const float inv = 1.0f / sum;
-          for (int j = 0; j < visible; ++j) s[j] *= inv;
+          for (int j = 0; j < visible; ++j) {
+            s[j] *= inv;
+            received[j] += s[j];
+          }
           std::fill(s + visible, s + keys, 0.0f);
         }
         MatMul(rows, hd, keys, scores.data(), keys, vc + g * hd, kv_dim,
@@ -181,6 +189,20 @@ Status LlamaModel::Forward(const std::vector<int>& tokens, KvCache& cache, std::
     for (size_t i = 0; i < x.size(); ++i) x[i] += xb[i];
   }
   cache.tokens = total;
+  // Each query's even share, 1 / visible per position it sees, for every layer and head: a difference
+  // array, since a query sees a prefix.
+  const double heads = static_cast<double>(c.n_layers) * c.n_heads;
+  std::vector<double> share_change(static_cast<size_t>(total) + 1, 0.0);
+  for (int i = 0; i < n; ++i) {
+    const int visible = p0 + i + 1;
+    share_change[0] += heads / visible;
+    share_change[static_cast<size_t>(visible)] -= heads / visible;
+  }
+  double share = 0.0;
+  for (int j = 0; j < total; ++j) {
+    share += share_change[static_cast<size_t>(j)];
+    cache.uniform_attention[static_cast<size_t>(j)] += share;
+  }
 
   if (logits) {
     RmsNorm(x.data(), m_.weights.final_norm.data(), xb.data(), n, dim, c.rms_eps);

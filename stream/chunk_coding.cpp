@@ -7,7 +7,8 @@
 namespace kvstream::stream {
 
 Result<std::vector<uint8_t>> EncodeContextChunk(const ContextSpec& context, int64_t token_begin, int64_t tokens,
-                                                Level level, const Profile* profile, QuantScheme scheme, int threads) {
+                                                Level level, const SenderOptions& sender, float fine_min_importance,
+                                                int threads) {
   ChunkInput input;
   input.keys = kvstream::SliceTokens(context.keys, token_begin, tokens);
   input.values = kvstream::SliceTokens(context.values, token_begin, tokens);
@@ -21,9 +22,14 @@ Result<std::vector<uint8_t>> EncodeContextChunk(const ContextSpec& context, int6
   }
   EncodeOptions options;
   options.level = level;
-  options.profile = profile;
-  options.scheme = scheme;
+  options.profile = sender.profile.get();
+  options.scheme = sender.scheme;
   options.threads = threads;
+  if (!context.importance.empty()) {
+    input.importance = context.importance.data() + token_begin;
+    options.fine_min_importance = fine_min_importance;
+    options.fine_level = sender.fine_level;
+  }
   return EncodeChunk(input, options);
 }
 

@@ -15,8 +15,11 @@
 
 namespace kvstream::stream {
 
+// With the sender's profile, scheme and fine level; the context's tokens of at least fine_min_importance
+// (where it has importance values) are the fine rows.
 Result<std::vector<uint8_t>> EncodeContextChunk(const ContextSpec& context, int64_t token_begin, int64_t tokens,
-                                                Level level, const Profile* profile, QuantScheme scheme, int threads);
+                                                Level level, const SenderOptions& sender, float fine_min_importance,
+                                                int threads);
 
 // Decodes a KV-level chunk (not text) into the destination slices, checking that it covers `token_begin`.
 // parallel_for: where the chunk's segments (or blocks of positions) run; null: the calling thread only.

@@ -31,6 +31,7 @@ constexpr size_t kMaxContextIdBytes = 256;
 struct Context {
   std::string id;
   ContextSpec spec;
+  float fine_min_importance = 0.0f;  // the fine rows' threshold: SenderOptions::fine_fraction of its tokens
   ManifestReply reply;  // what GetManifest answers
   std::vector<int64_t> chunk_begin;
   // Encodes read the caller's views under a shared lock; Unregister takes it exclusively, so it returns
@@ -101,7 +102,8 @@ struct Sender::Impl {
     const int64_t begin = context.chunk_begin[chunk];
     const int64_t tokens = context.reply.manifest.chunk_tokens[chunk];
     KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
-                              stream::EncodeContextChunk(context.spec, begin, tokens, level, options.profile.get(), options.scheme, 1));
+                              stream::EncodeContextChunk(context.spec, begin, tokens, level, options,
+                                                         context.fine_min_importance, 1));
     encodes.fetch_add(1);
     auto entry = std::make_shared<EncodedChunk>();
     entry->crc32c = stream::PayloadCrc32c(bytes.data(), bytes.size());
@@ -259,6 +261,9 @@ Result<std::unique_ptr<Sender>> Sender::Start(SenderOptions options) {
                                    " needs a profile learned with it (kvstream profile --transform" +
                                    (options.scheme == QuantScheme::kPredicted ? " --predict)" : ")"));
   }
+  if (!(options.fine_fraction >= 0.0 && options.fine_fraction <= 1.0)) {
+    return Status::InvalidArgument("sender: fine_fraction = " + std::to_string(options.fine_fraction) + " outside [0, 1]");
+  }
   if (options.profile) options.control.profile_hash = options.profile->hash();
   auto impl = std::make_unique<Impl>(std::move(options));
   Impl* d = impl.get();
@@ -294,6 +299,10 @@ Status Sender::Register(const std::string& id, ContextSpec spec) {
     return Status::InvalidArgument("context '" + id + "': " + std::to_string(spec.token_ids.size()) + " token ids for " +
                                    std::to_string(total) + " tokens");
   }
+  if (!spec.importance.empty() && static_cast<int64_t>(spec.importance.size()) != total) {
+    return Status::InvalidArgument("context '" + id + "': " + std::to_string(spec.importance.size()) +
+                                   " importance values for " + std::to_string(total) + " tokens");
+  }
   std::vector<Level> levels = d.options.levels;
   if (levels.empty()) {
     levels = {kLevelFp16, kLevelInt8};
@@ -306,6 +315,9 @@ Status Sender::Register(const std::string& id, ContextSpec spec) {
   auto context = std::make_shared<Context>();
   context->id = id;
   context->spec = std::move(spec);
+  context->fine_min_importance =
+      FineRowsThreshold(context->spec.importance.data(), static_cast<int64_t>(context->spec.importance.size()),
+                        d.options.fine_fraction);
   ManifestReply& reply = context->reply;
   reply.context_id = id;
   reply.layers = static_cast<int>(context->spec.keys.layers());

@@ -35,6 +35,12 @@ std::string UtcNow() {
   return buf;
 }
 
+std::string ShortNumber(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 nlohmann::json Nullable(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
 
 Status Run(const Args& args) {
@@ -60,6 +66,15 @@ Status Run(const Args& args) {
   const bool json = args.Has("json");
   o.transform = args.Has("transform");
   o.predict = args.Has("predict");
+  KVSTREAM_ASSIGN_OR_RETURN(o.fine_fraction, args.GetDouble("fine-fraction", o.fine_fraction));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t fine_level, args.GetInt("fine-level", o.fine_level));
+  if (!(o.fine_fraction >= 0.0 && o.fine_fraction <= 1.0)) {
+    return Status::InvalidArgument("--fine-fraction = " + std::to_string(o.fine_fraction) + " outside [0, 1]");
+  }
+  if (fine_level < 1 || fine_level > 15) {
+    return Status::InvalidArgument("--fine-level = " + std::to_string(fine_level) + " outside 1..15");
+  }
+  o.fine_level = static_cast<Level>(fine_level);
   const std::string profile_path = args.GetString("profile", "");
   const std::string command = "kvstream bench codec --model " + o.model + " --text " + o.text + " --context-tokens " +
                               std::to_string(o.context_tokens) + " --eval-tokens " + std::to_string(o.eval_tokens) +
@@ -67,6 +82,9 @@ Status Run(const Args& args) {
                               std::to_string(o.threads) + " --repetitions " + std::to_string(o.repetitions) +
                               (profile_path.empty() ? "" : " --profile " + profile_path) +
                               (o.transform ? " --transform" : "") + (o.predict ? " --predict" : "") +
+                              (o.fine_fraction > 0 ? " --fine-fraction " + ShortNumber(o.fine_fraction) +
+                                                         " --fine-level " + std::to_string(o.fine_level)
+                                                   : "") +
                               (json ? " --json" : "");
   const std::string calibration_text = args.GetString("calibration-text", o.text);
   KVSTREAM_ASSIGN_OR_RETURN(int64_t cal_offset, args.GetInt("calibration-offset", -1));
@@ -169,9 +187,14 @@ KVSTREAM_REGISTER_COMMAND(bench_codec, {
     "  --transform              learn the transform scheme too and add its rows (method kvstream-transform)\n"
     "  --predict                learn the transform and predicted schemes and add both's rows (method\n"
     "                           kvstream-predicted); the profile then learns from 4096 tokens, not 2048\n"
+    "  --fine-fraction F        also measure the transform and predicted levels coarser than --fine-level\n"
+    "                           with the fraction F of each chunk's tokens, those that received the most\n"
+    "                           attention in the prefill, coded at --fine-level (methods\n"
+    "                           kvstream-transform+fine, kvstream-predicted+fine; default 0: not)\n"
+    "  --fine-level L           the fine rows' level (default 2)\n"
     "  --json                   one JSON object per line (a header, then one per method and level)",
     {"model", "text", "context-tokens", "eval-tokens", "chunk-tokens", "threads", "repetitions", "calibration-text",
-     "calibration-offset", "profile"},
+     "calibration-offset", "profile", "fine-fraction", "fine-level"},
     {"json", "transform", "predict"},
     &Run,
 });

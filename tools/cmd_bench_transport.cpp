@@ -30,6 +30,7 @@
 #include "kvstream/transport.h"
 #include "tools/codec_files.h"
 #include "tools/command.h"
+#include "tools/stream_cli.h"
 
 namespace kvstream::cli {
 namespace {
@@ -314,6 +315,9 @@ Status ShapedFetches(const Args& args, double gbps, std::vector<FetchRow>* rows,
   const std::string levels = args.GetString("levels", "fp16,int8,1,2,3,4,5,6");
   const std::string profile = args.GetString("profile", "");
   const std::string scheme = args.GetString("scheme", "channel-uniform");
+  double fine_fraction = 0;
+  Level fine_level = 0;
+  KVSTREAM_RETURN_IF_ERROR(ParseFineRows(args, &fine_fraction, &fine_level));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t decode_threads, args.GetInt("decode-threads", 1));
   if (decode_threads < 1 || decode_threads > 64) return Status::InvalidArgument("--decode-threads must be in 1..64");
   KVSTREAM_RETURN_IF_ERROR(ParseScheme(scheme).status());
@@ -322,7 +326,9 @@ Status ShapedFetches(const Args& args, double gbps, std::vector<FetchRow>* rows,
   if (n <= 0) return Status::IoError("readlink /proc/self/exe failed");
   self[n] = '\0';
   std::vector<std::string> serve = {self, "serve", "--listen", server_address, "--model", model, "--tokens",
-                                    std::to_string(tokens), "--levels", levels, "--duration-s", "1200", "--scheme", scheme};
+                                    std::to_string(tokens), "--levels", levels, "--duration-s", "1200", "--scheme", scheme,
+                                    "--fine-fraction", std::to_string(fine_fraction), "--fine-level",
+                                    std::to_string(fine_level)};
   if (!profile.empty()) serve.insert(serve.end(), {"--profile", profile});
   KVSTREAM_ASSIGN_OR_RETURN(Child server, ns.SpawnIn(cluster::NetnsLink::kA, serve));
   auto ready = ReadUntil(server, "serving", 900);
@@ -459,7 +465,8 @@ KVSTREAM_REGISTER_COMMAND(bench_transport, {
     "data plane vs ucx_perftest on loopback; KV-ready time over a shaped link",
     "usage: kvstream bench transport [--json] [--sizes LIST] [--window N] [--total-mb MB] [--repetitions R] [--skip-raw]\n"
     "                                [--skip-fetch] [--link-gbps G] [--model M] [--tokens T] [--levels LIST]\n"
-    "                                [--profile P] [--scheme S] [--decode-threads T]\n\n"
+    "                                [--profile P] [--scheme S] [--fine-fraction F] [--fine-level L]\n"
+    "                                [--decode-threads T]\n\n"
     "ucx_raw rows: our DataPlane and ucx_perftest (ucp_am_bw) move the same messages on this host. The\n"
     "baseline creates its endpoints with peer error handling (-e), as the DataPlane does (it must notice dead\n"
     "peers); UCX 1.13's shared-memory transports cannot, so both run over tcp on loopback. The perftest without\n"
@@ -480,11 +487,12 @@ KVSTREAM_REGISTER_COMMAND(bench_transport, {
     "  --profile P     codec profile (kvstream profile) for server and fetcher (default none: in-chunk tables)\n"
     "  --scheme S      the server's lossy quantiser: channel-uniform (default), transform or predicted (need a\n"
     "                  --profile made with --transform or --predict; methods are then named\n"
-    "                  kvstream-transform-L<n> or kvstream-predicted-L<n>)\n"
+    "                  kvstream-transform-L<n> or kvstream-predicted-L<n>)\n" +
+        FineRowsHelp(18) +
     "  --decode-threads T  the fetcher's decode threads (several chunks at once, or one chunk's parts;\n"
     "                  default 1)",
     {"sizes", "window", "total-mb", "repetitions", "link-gbps", "model", "tokens", "levels", "profile", "scheme",
-     "decode-threads"},
+     "fine-fraction", "fine-level", "decode-threads"},
     {"json", "skip-raw", "skip-fetch"},
     RunBenchTransport,
 });

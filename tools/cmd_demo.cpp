@@ -57,6 +57,7 @@ Status RunDemo(const Args& args) {
   spec.keys = meter.context_cache().keys();
   spec.values = meter.context_cache().values();
   spec.token_ids.assign(text.begin(), text.begin() + tokens);
+  spec.importance = meter.context_cache().Importance();
   KVSTREAM_RETURN_IF_ERROR(sender->Register("demo", std::move(spec)));
 
   // Decode node.
@@ -131,7 +132,7 @@ KVSTREAM_REGISTER_COMMAND(demo, {
     "demo",
     "prefill and decode nodes stream a real SmolLM2 context's KV: bytes, KV-ready time, quality per method",
     "usage: kvstream demo [--model M] [--text FILE] [--tokens T] [--eval-tokens E] [--deadline-ms D]\n"
-    "                     [--profile P] [--scheme S] [--decode-threads T]\n\n"
+    "                     [--profile P] [--scheme S] [--fine-fraction F] [--fine-level L] [--decode-threads T]\n\n"
     "Loads the model (fetching SmolLM2-135M-Instruct into ~/.cache/kvstream/models if needed) and prefills\n"
     "T tokens of the text on the prefill node, which serves the KV in chunks of 256 tokens at fp16, int8 and\n"
     "every kvstream level. The decode node, in the same process, fetches it over UCX (loopback: shared\n"
@@ -147,12 +148,14 @@ KVSTREAM_REGISTER_COMMAND(demo, {
     "                     smaller lossy chunks, and measured qualities for the adaptive policy (default\n"
     "                     none: in-chunk tables, qualities unknown)\n"
     "  --scheme S         lossy quantiser: channel-uniform (default), transform (needs a --profile made\n"
-    "                     with --transform) or predicted (needs one made with --predict)\n"
+    "                     with --transform) or predicted (needs one made with --predict)\n" +
+        FineRowsHelp(21) +
     "  --decode-threads T the decode node's decode threads, several chunks at once or one chunk's parts\n"
     "                     (default 1; the transform and predicted schemes' decode is slower than\n"
     "                     channel-uniform's, and both gain most from 2)\n"
     "  --tokenizer PATH, --threads N   as for the other model commands",
-    {"model", "text", "tokens", "eval-tokens", "deadline-ms", "profile", "scheme", "decode-threads", "tokenizer", "threads"},
+    {"model", "text", "tokens", "eval-tokens", "deadline-ms", "profile", "scheme", "fine-fraction", "fine-level",
+     "decode-threads", "tokenizer", "threads"},
     {},
     RunDemo,
 });

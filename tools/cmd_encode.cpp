@@ -33,6 +33,9 @@ Status RunEncode(const Args& args) {
   }
   KVSTREAM_ASSIGN_OR_RETURN(DType dtype, ParseDType(args.GetString("dtype", "f16")));
   KVSTREAM_ASSIGN_OR_RETURN(QuantScheme scheme, ParseScheme(args.GetString("scheme", "channel-uniform")));
+  double fine_fraction = 0;
+  Level fine_level = 0;
+  KVSTREAM_RETURN_IF_ERROR(ParseFineRows(args, &fine_fraction, &fine_level));
   std::optional<Profile> profile;
   if (args.Has("profile")) {
     KVSTREAM_ASSIGN_OR_RETURN(Profile p, LoadProfileFile(args.GetString("profile")));
@@ -46,6 +49,8 @@ Status RunEncode(const Args& args) {
   ids.resize(static_cast<size_t>(tokens));
   KvCache cache = KvCache::Allocate(model->config(), static_cast<int>(tokens));
   KVSTREAM_RETURN_IF_ERROR(model->Forward(ids, cache, nullptr));
+  const std::vector<float> importance = cache.Importance();
+  const float fine_min_importance = FineRowsThreshold(importance.data(), tokens, fine_fraction);
   // Engines keep KV in 16 bits: encode from the dtype a serving engine would hand over.
   const int64_t L = cache.layers, C = cache.kv_dim;
   std::vector<uint16_t> k16, v16;
@@ -79,11 +84,14 @@ Status RunEncode(const Args& args) {
     }
     in.token_begin = t0;
     in.token_ids = ids32.data() + t0;
+    in.importance = importance.data() + t0;
     EncodeOptions eo;
     eo.level = level;
     eo.scheme = scheme;
     eo.profile = profile ? &*profile : nullptr;
     eo.threads = static_cast<int>(codec_threads);
+    eo.fine_min_importance = fine_min_importance;
+    eo.fine_level = fine_level;
     const auto start = std::chrono::steady_clock::now();
     KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, EncodeChunk(in, eo));
     encode_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -108,7 +116,8 @@ KVSTREAM_REGISTER_COMMAND(encode, {
     "encode",
     "prefill a text with a model and write its KV cache as codec chunks",
     "usage: kvstream encode --model M --out DIR [--text FILE] [--tokens T] [--chunk-tokens N] [--level L]\n"
-    "                       [--profile P] [--scheme S] [--dtype D] [--codec-threads N] [--tokenizer PATH] [--threads N]\n\n"
+    "                       [--profile P] [--scheme S] [--fine-fraction F] [--fine-level L] [--dtype D]\n"
+    "                       [--codec-threads N] [--tokenizer PATH] [--threads N]\n\n"
     "Runs the first T tokens of the text through the model and encodes the KV cache in chunks of N tokens\n"
     "(the last may be shorter) as DIR/chunk_00000.kvc, chunk_00001.kvc, ... (format: docs/format.md).\n"
     "Prints each chunk's size and the total bits per value.\n\n"
@@ -124,12 +133,14 @@ KVSTREAM_REGISTER_COMMAND(encode, {
     "                     of values; needs a profile made with --transform), predicted (the transform on the\n"
     "                     residual of a prediction from the previous layer; needs a profile made with\n"
     "                     --predict) or cachegen-token (CacheGen's released per-token scheme, always with\n"
-    "                     in-chunk tables)\n"
+    "                     in-chunk tables)\n" +
+        FineRowsHelp(21) +
     "  --dtype D          dtype the KV is handed over in: f16 (default), bf16 or f32\n"
     "  --codec-threads N  threads encoding a chunk's segments (default 1)\n"
     "  --tokenizer PATH   tokenizer overriding the one found with the model\n"
     "  --threads N        OpenBLAS threads for the forward pass (default 0 = all cores)",
-    {"model", "out", "text", "tokens", "chunk-tokens", "level", "profile", "scheme", "dtype", "codec-threads", "tokenizer", "threads"},
+    {"model", "out", "text", "tokens", "chunk-tokens", "level", "profile", "scheme", "fine-fraction", "fine-level", "dtype",
+     "codec-threads", "tokenizer", "threads"},
     {},
     RunEncode,
 });

@@ -1,4 +1,5 @@
 // `kvstream inspect`: prints a chunk's header and segment index, or a profile's summary.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -83,6 +84,14 @@ Status InspectChunkFile(const std::string& path, bool segments) {
     std::printf("  tables       %s\n", c.in_chunk_tables ? "in the chunk" : ("profile " + HashHex(c.profile_hash)).c_str());
     if (c.scheme != QuantScheme::kCacheGenToken) {
       std::printf("  sink rows    %lld (exact fp16: context positions < 4)\n", static_cast<long long>(c.sink_rows));
+    }
+    if (!c.fine_rows.empty()) {
+      std::printf("  fine rows    %lld at level %s:", static_cast<long long>(std::count(c.fine_rows.begin(), c.fine_rows.end(), 1)),
+                  LevelName(c.fine_level).c_str());
+      for (size_t t = 0; t < c.fine_rows.size(); ++t) {
+        if (c.fine_rows[t]) std::printf(" %lld", static_cast<long long>(c.token_begin) + static_cast<long long>(t));
+      }
+      std::printf("\n");
     }
   }
   std::printf("  source dtype %s\n", DTypeName(c.source_dtype));

@@ -64,6 +64,7 @@ Status RunServe(const Args& args) {
     spec.keys = c.cache.keys();
     spec.values = c.cache.values();
     spec.token_ids.assign(c.tokens.begin(), c.tokens.end());
+    spec.importance = c.cache.Importance();
     KVSTREAM_RETURN_IF_ERROR(sender->Register(std::to_string(i), std::move(spec)));
     std::printf("context %d: %lld tokens prefilled and encoded in %.2f s\n", i, static_cast<long long>(tokens),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -102,7 +103,7 @@ KVSTREAM_REGISTER_COMMAND(serve, {
     "prefill node: serve the KV cache of a text's windows to kvstream fetch",
     "usage: kvstream serve --listen HOST:PORT --model M [--text FILE] [--contexts N] [--tokens T]\n"
     "                      [--chunk-tokens C] [--secret-file F] [--levels LIST] [--cache-mb MB]\n"
-    "                      [--duration-s S] [--profile P] [--scheme S]\n\n"
+    "                      [--duration-s S] [--profile P] [--scheme S] [--fine-fraction F] [--fine-level L]\n\n"
     "Context \"i\" is the KV of tokens [i*T, (i+1)*T) of the tokenized text. Each chunk is offered at fp16,\n"
     "int8, every lossy level of the codec and text (token ids, recomputed by the fetcher's model).\n\n"
     "  --listen HOST:PORT    control-plane address (required; port 0 picks a free one, printed)\n"
@@ -121,12 +122,13 @@ KVSTREAM_REGISTER_COMMAND(serve, {
     "  --scheme S            quantiser of the lossy levels: channel-uniform (default), transform (about 1.2x\n"
     "                        smaller, several times slower to decode; needs a --profile made with\n"
     "                        kvstream profile --transform) or predicted (about 1.3x smaller than transform,\n"
-    "                        about 3x slower again; needs a --profile made with --predict)\n"
+    "                        about 3x slower again; needs a --profile made with --predict)\n" +
+        FineRowsHelp(24) +
     "  --tokenizer PATH      tokenizer overriding the one found with the model\n"
     "  --threads N           forward-pass threads (default 0 = all cores)\n\n"
     "The data plane is UCX: UCX_TLS, UCX_NET_DEVICES, UCX_RNDV_THRESH, ... apply (docs/transport.md).",
     {"listen", "model", "text", "contexts", "tokens", "chunk-tokens", "secret-file", "levels", "cache-mb", "duration-s",
-     "tokenizer", "threads", "profile", "scheme"},
+     "tokenizer", "threads", "profile", "scheme", "fine-fraction", "fine-level"},
     {},
     RunServe,
 });

@@ -1,7 +1,8 @@
 // File plumbing of the codec commands (encode, decode, inspect, profile, serve): whole-file reads with a
-// size limit, writes, loading a profile file, and the --scheme flag. Header-only: tools/CMakeLists.txt compiles only cmd_*.cpp.
+// size limit, writes, loading a profile file, and the --scheme and fine-rows flags. Header-only: tools/CMakeLists.txt compiles only cmd_*.cpp.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -10,6 +11,7 @@
 #include "kvstream/codec.h"
 #include "kvstream/profile.h"
 #include "kvstream/status.h"
+#include "tools/command.h"
 
 namespace kvstream::cli {
 
@@ -51,6 +53,35 @@ inline Result<QuantScheme> ParseScheme(const std::string& s) {
   if (s == "transform") return QuantScheme::kTransform;
   if (s == "predicted") return QuantScheme::kPredicted;
   return Status::InvalidArgument("--scheme = " + s + ", expected channel-uniform, cachegen-token, transform or predicted");
+}
+
+// --fine-fraction's default: measured on SmolLM2 (docs/rate-distortion.md, "Fine rows").
+inline constexpr double kDefaultFineFraction = 0.08;
+
+// --fine-fraction and --fine-level, for EncodeOptions / SenderOptions.
+inline Status ParseFineRows(const Args& args, double* fraction, Level* level) {
+  KVSTREAM_ASSIGN_OR_RETURN(*fraction, args.GetDouble("fine-fraction", kDefaultFineFraction));
+  if (!(*fraction >= 0.0 && *fraction <= 1.0)) {
+    return Status::InvalidArgument("--fine-fraction = " + std::to_string(*fraction) + " outside [0, 1]");
+  }
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t fine_level, args.GetInt("fine-level", 2));
+  if (fine_level < 1 || fine_level > 15) {
+    return Status::InvalidArgument("--fine-level = " + std::to_string(fine_level) + " outside 1..15");
+  }
+  *level = static_cast<Level>(fine_level);
+  return Status::Ok();
+}
+
+// Help lines of --fine-fraction and --fine-level, their text starting at column `indent`.
+inline std::string FineRowsHelp(int indent) {
+  const auto flag = [&](const std::string& name) {
+    return "  " + name + std::string(static_cast<size_t>(std::max(1, indent - 2 - static_cast<int>(name.size()))), ' ');
+  };
+  const std::string pad(static_cast<size_t>(indent), ' ');
+  return flag("--fine-fraction F") + "transform and predicted levels coarser than --fine-level code the\n" + pad +
+         "fraction F of each chunk's tokens, those that received the most attention in the\n" + pad +
+         "prefill, at --fine-level: smaller at equal quality (default 0.08; 0: none)\n" + flag("--fine-level L") +
+         "the fine rows' level (default 2)\n";
 }
 
 inline std::string HashHex(uint64_t h) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <algorithm>
 #include <vector>
 
 #include "kvstream/model.h"
@@ -23,7 +24,7 @@
 namespace kvstream::cli {
 
 // A sender's --profile (checked against the model before any prefill, rather than at the first chunk's
-// encode) and --scheme.
+// encode), --scheme and fine rows.
 inline Status SetSenderCodec(const Args& args, const ModelConfig& config, SenderOptions* options) {
   if (args.Has("profile")) {
     KVSTREAM_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(args.GetString("profile")));
@@ -32,7 +33,7 @@ inline Status SetSenderCodec(const Args& args, const ModelConfig& config, Sender
     options->profile = std::make_shared<const Profile>(std::move(profile));
   }
   KVSTREAM_ASSIGN_OR_RETURN(options->scheme, ParseScheme(args.GetString("scheme", "channel-uniform")));
-  return Status::Ok();
+  return ParseFineRows(args, &options->fine_fraction, &options->fine_level);
 }
 
 inline Result<std::pair<std::string, int>> ParseHostPort(const std::string& flag, const std::string& value) {

@@ -18,6 +18,10 @@ inline constexpr uint16_t kChunkVersion = 3;  // 2: sink rows (header byte 13); 
 inline constexpr uint32_t kChunkFixedHeaderBytes = 64;
 inline constexpr uint32_t kSegmentEntryBytes = 24;
 inline constexpr uint8_t kChunkFlagInChunkTables = 0x01;
+// Transform and predicted chunks: some tokens' rows are coded at a finer level (header byte 14), listed by
+// a bitmap after the segment index; each segment then carries a second rANS stream for them.
+inline constexpr uint8_t kChunkFlagFineRows = 0x02;
+inline size_t FineRowMapBytes(int64_t tokens) { return static_cast<size_t>((tokens + 7) / 8); }
 
 // Channel-uniform chunks keep the first kSinkPositions positions of a context exact (fp16): attention
 // sinks dominate the quantisation error (docs/rate-distortion.md). A chunk's sink rows are its tokens

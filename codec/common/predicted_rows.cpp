@@ -1,5 +1,7 @@
 #include "codec/common/predicted_rows.h"
 
+#include <algorithm>
+
 #include "codec/common/quantizer.h"
 #include "codec/common/transform_sum.h"
 
@@ -12,6 +14,12 @@ void DequantTransformRow(const int32_t* acc, const float* offset, float scaled_s
     const int16_t* u = basis + escapes[e].component * channels;
     for (int64_t c = 0; c < channels; ++c) y[c] = AddEscapedComponent(y[c], escapes[e].weight, scaled_step, u[c]);
   }
+}
+
+void SortEscapes(std::vector<EscapedComponent>* escaped) {
+  std::sort(escaped->begin(), escaped->end(), [](const EscapedComponent& a, const EscapedComponent& b) {
+    return a.row != b.row ? a.row < b.row : a.component < b.component;
+  });
 }
 
 const float* PredictedRows::Predict(int slice, const int16_t* const* inputs, int64_t rows) {
@@ -37,20 +45,19 @@ const float* PredictedRows::Predict(int slice, const int16_t* const* inputs, int
   return base_.data();
 }
 
-void PredictedRows::Reconstruct(int slice, float step, const int16_t* q, int64_t kept, int64_t rows,
+void PredictedRows::Reconstruct(int slice, const float* scaled_steps, const int16_t* q, int64_t depth, int64_t rows,
                                 const EscapedComponent* escapes, size_t escape_count, float* y, int16_t* z) {
   const int64_t n_c = d_.channels, z_stride = WeightStride(n_c);
   const int16_t* basis = d_.ResidualBasis(slice);
-  SumComponents(q, rows, kept, basis, n_c, acc_.data(), d_.AmxResidualBasis(slice));
-  const float scaled_step = TransformStepScale(step);
+  SumComponents(q, rows, depth, basis, n_c, acc_.data(), d_.AmxResidualBasis(slice));
   const float* input_scale = d_.prediction.input_scales.data() + static_cast<size_t>(slice) * static_cast<size_t>(n_c);
   size_t e = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const size_t first = e;
     while (e < escape_count && escapes[e].row == r) ++e;
     float* out = y + r * n_c;
-    DequantTransformRow(acc_.data() + r * n_c, base_.data() + r * n_c, scaled_step, escapes + first, e - first, basis, n_c,
-                        out);
+    DequantTransformRow(acc_.data() + r * n_c, base_.data() + r * n_c, scaled_steps[r], escapes + first, e - first, basis,
+                        n_c, out);
     int16_t* zr = z + r * z_stride;
     for (int64_t c = 0; c < n_c; ++c) zr[c] = PredictorInput(out[c], input_scale[c]);
     if (z_stride > n_c) zr[n_c] = 0;

@@ -24,30 +24,37 @@ struct EscapedComponent {
   float weight;
 };
 
-// The integer weights the sums take from coded rows' symbols (rows x kept): rows x WeightStride(kept), an
-// escape symbol's weight 0 (its value is added after the sums) and the pad column 0; and the escaped
-// components in symbol order, each weight from next_escape(float*) -> Status (a decoder's escape list
-// may run out). Rows are not searched for escapes when the segment has none (escape_count 0).
+// The integer weights the sums take from coded rows' symbols (rows x kept): row index[r] (r when index is
+// null) of `weights`, whose rows are `stride` >= WeightStride(kept) wide, gets row r's weights, an escape
+// symbol's weight 0 (its value is added after the sums) and 0 in the columns past kept (the pad the
+// kernels read with an odd last component, and the components a row of a coarser level lacks); and the
+// escaped components in symbol order, each weight from next_escape(float*) -> Status (a decoder's escape
+// list may run out). Rows are not searched for escapes when the stream has none (escape_count 0).
 template <typename NextEscape>
-Status SymbolWeights(const uint8_t* symbols, int64_t rows, int64_t kept, size_t escape_count, int16_t* weights,
-                     std::vector<EscapedComponent>* escaped, NextEscape&& next_escape) {
-  const int64_t stride = WeightStride(kept);
+Status SymbolWeights(const uint8_t* symbols, int64_t rows, int64_t kept, int64_t stride, const int64_t* index,
+                     size_t escape_count, int16_t* weights, std::vector<EscapedComponent>* escaped,
+                     NextEscape&& next_escape) {
   for (int64_t r = 0; r < rows; ++r) {
+    const int64_t row = index ? index[r] : r;
     const uint8_t* sym = symbols + r * kept;
-    int16_t* w = weights + r * stride;
+    int16_t* w = weights + row * stride;
     // Branch-free (vectorisable); the escapes are looked for only in rows that have one.
     for (int64_t j = 0; j < kept; ++j) w[j] = static_cast<int16_t>(sym[j] == kEscapeSymbol ? 0 : SymbolToQ(sym[j]));
-    if (stride > kept) w[kept] = 0;  // the pad the kernels read with the last odd component
+    for (int64_t j = kept; j < stride; ++j) w[j] = 0;
     if (escape_count == 0 || std::memchr(sym, kEscapeSymbol, static_cast<size_t>(kept)) == nullptr) continue;
     for (int64_t j = 0; j < kept; ++j) {
       if (sym[j] != kEscapeSymbol) continue;
       float weight = 0.0f;
       KVSTREAM_RETURN_IF_ERROR(next_escape(&weight));
-      escaped->push_back({r, j, weight});
+      escaped->push_back({row, j, weight});
     }
   }
   return Status::Ok();
 }
+
+// Orders escaped components by row, then component: the order the reconstruction reads them in, once
+// the escapes of two streams (fine rows) are in one list.
+void SortEscapes(std::vector<EscapedComponent>* escaped);
 
 // y_c = offset_c + f32(acc_c) * scaled_step for c < channels, then the row's escaped components (in
 // component order) added as quantizer.h's AddEscapedComponent. `escapes` holds those of this row.
@@ -86,11 +93,12 @@ class PredictedRows {
   // valid until the next call.
   const float* Predict(int slice, const int16_t* const* inputs, int64_t rows);
 
-  // The reconstruction of the same rows from their integer weights q (rows x WeightStride(kept)) and
-  // escapes (sorted by row, then component) on top of the last Predict: y (rows x channels, keys still
-  // de-rotated) and the rows as the next slices' integer inputs z (rows x WeightStride(channels)).
-  void Reconstruct(int slice, float step, const int16_t* q, int64_t kept, int64_t rows, const EscapedComponent* escapes,
-                   size_t escape_count, float* y, int16_t* z);
+  // The reconstruction of the same rows from their integer weights q (rows x WeightStride(depth)), each
+  // row's scaled step (TransformStepScale of its level's step) and escapes (sorted by row, then component)
+  // on top of the last Predict: y (rows x channels, keys still de-rotated) and the rows as the next slices'
+  // integer inputs z (rows x WeightStride(channels)).
+  void Reconstruct(int slice, const float* scaled_steps, const int16_t* q, int64_t depth, int64_t rows,
+                   const EscapedComponent* escapes, size_t escape_count, float* y, int16_t* z);
 
  private:
   const ProfileData& d_;

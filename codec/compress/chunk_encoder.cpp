@@ -1,6 +1,7 @@
 // EncodeChunk: quantises a chunk's K and V per (layer, K/V) segment, entropy-codes the symbols and
 // writes the container (docs/format.md). Segments are independent and encoded in parallel.
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -77,32 +78,66 @@ struct SegmentJob {
   int kv;
 };
 
-// Writes u32 stream bytes, u32 escape count, the sink rows, `params`, the stream and the escapes, and
+// A segment's rANS stream: its symbols, their escapes and the tables that code them.
+struct SegmentStream {
+  const codec::Symbols& symbols;
+  const std::vector<const codec::RansModel*>& models;
+};
+
+// Writes each stream's u32 stream bytes and u32 escape count (one stream, or with fine rows the rows at
+// the chunk's level then the fine rows), the sink rows, `params`, then each stream and its escapes, and
 // records the entropy stage's cost in *stats (if not null; the ideal size costs a pass over the symbols).
-Status FinishLossySegment(const std::vector<uint16_t>& sinks, const std::vector<uint8_t>& params, const codec::Symbols& s,
-                          const std::vector<const codec::RansModel*>& models, std::vector<uint8_t>* out,
-                          EncodeStats* stats) {
-  if (s.escapes.size() > std::numeric_limits<uint32_t>::max()) return Status::ResourceExhausted("segment exceeds 4 GiB");
+Status FinishLossySegment(const std::vector<uint16_t>& sinks, const std::vector<uint8_t>& params,
+                          std::initializer_list<SegmentStream> streams, std::vector<uint8_t>* out, EncodeStats* stats) {
   ByteWriter w(out);
-  const size_t stream_bytes_at = out->size();
-  w.U32(0);  // the stream's size, known once it is coded into place
-  w.U32(static_cast<uint32_t>(s.escapes.size()));
+  std::vector<size_t> stream_bytes_at;
+  for (const SegmentStream& st : streams) {
+    if (st.symbols.escapes.size() > std::numeric_limits<uint32_t>::max()) return Status::ResourceExhausted("segment exceeds 4 GiB");
+    stream_bytes_at.push_back(out->size());
+    w.U32(0);  // the stream's size, known once it is coded into place
+    w.U32(static_cast<uint32_t>(st.symbols.escapes.size()));
+  }
   w.Raw(sinks.data(), sinks.size() * 2);
   w.Raw(params.data(), params.size());
-  const size_t stream_at = out->size();
-  KVSTREAM_RETURN_IF_ERROR(codec::RansEncode(s.symbols.data(), s.symbols.size(), models.data(), models.size(), out));
-  const size_t stream_bytes = out->size() - stream_at;
-  if (stream_bytes > std::numeric_limits<uint32_t>::max()) return Status::ResourceExhausted("segment exceeds 4 GiB");
-  w.PatchU32(stream_bytes_at, static_cast<uint32_t>(stream_bytes));
-  w.Raw(s.escapes.data(), s.escapes.size() * 2);
-  if (stats) {
-    stats->coded_symbols = s.symbols.size();
-    stats->coded_bits = 8.0 * static_cast<double>(stream_bytes);
-    stats->ideal_bits = codec::RansIdealBits(s.symbols.data(), s.symbols.size(), models.data(), models.size());
-    stats->escapes = s.escapes.size();
-    stats->sink_values = sinks.size();
+  if (stats) *stats = EncodeStats{};
+  size_t i = 0;
+  for (const SegmentStream& st : streams) {
+    const codec::Symbols& s = st.symbols;
+    const size_t stream_at = out->size();
+    KVSTREAM_RETURN_IF_ERROR(codec::RansEncode(s.symbols.data(), s.symbols.size(), st.models.data(), st.models.size(), out));
+    const size_t stream_bytes = out->size() - stream_at;
+    if (stream_bytes > std::numeric_limits<uint32_t>::max()) return Status::ResourceExhausted("segment exceeds 4 GiB");
+    w.PatchU32(stream_bytes_at[i++], static_cast<uint32_t>(stream_bytes));
+    w.Raw(s.escapes.data(), s.escapes.size() * 2);
+    if (stats) {
+      stats->coded_symbols += s.symbols.size();
+      stats->coded_bits += 8.0 * static_cast<double>(stream_bytes);
+      stats->ideal_bits += codec::RansIdealBits(s.symbols.data(), s.symbols.size(), st.models.data(), st.models.size());
+      stats->escapes += s.escapes.size();
+    }
   }
+  if (stats) stats->sink_values = sinks.size();
   return Status::Ok();
+}
+
+// The rows a transform or predicted chunk codes at a finer level: per token, 1 for a fine row (null when
+// the chunk has none), and that level.
+struct FineRows {
+  const uint8_t* rows = nullptr;
+  Level level = 0;
+};
+
+// The coded tokens (after the sink rows) whose importance reaches the threshold: per token 1 for a fine
+// row; empty when there is none.
+std::vector<uint8_t> SelectFineRows(const float* importance, int64_t tokens, int64_t sinks, float min_importance) {
+  std::vector<uint8_t> fine(static_cast<size_t>(tokens), 0);
+  bool any = false;
+  for (int64_t t = sinks; t < tokens; ++t) {
+    fine[static_cast<size_t>(t)] = importance[t] >= min_importance;
+    any = any || fine[static_cast<size_t>(t)];
+  }
+  if (!any) fine.clear();
+  return fine;
 }
 
 // Chooses the in-chunk bank (size and grouping) with the fewest total bits for these symbols.
@@ -202,45 +237,52 @@ Status EncodeChannelUniform(const SegmentJob& job, const LevelSpec& spec, const 
     codec::WriteTableBank(bank, pw);
   }
   codec::EscapeUncodable(models, x, &s);
-  KVSTREAM_RETURN_IF_ERROR(FinishLossySegment(sink_values, params, s, models, out, stats));
+  KVSTREAM_RETURN_IF_ERROR(FinishLossySegment(sink_values, params, {{s, models}}, out, stats));
   if (stats) stats->table_bytes = params.size();
   return Status::Ok();
 }
 
 // Transform scheme: rows [sinks, tokens) with RoPE undone (keys) and the profile's mean removed are
-// projected on the level's kept components; each component's weight z / step is quantised like a
-// channel value (mean 0, step 1), and an escape carries the weight as fp16.
+// projected on the level's kept components (a fine row's: the fine level's); each component's weight
+// z / step is quantised like a channel value (mean 0, step 1), and an escape carries the weight as fp16.
 Status EncodeTransform(const SegmentJob& job, const LevelSpec& spec, const Profile& profile, int64_t sinks,
-                       const codec::RopeTable& rope, std::vector<uint8_t>* out, EncodeStats* stats) {
+                       const codec::RopeTable& rope, const FineRows& fine, std::vector<uint8_t>* out, EncodeStats* stats) {
   const ProfileData& d = profile.data();
   const int layer = static_cast<int>(job.layer);
   const int64_t tokens = job.view->tokens(), channels = job.view->channels();
   const std::unique_ptr<float[]> all = LoadSlice(*job.view, job.layer);
   std::vector<uint16_t> sink_values(static_cast<size_t>(sinks * channels));
   for (size_t i = 0; i < sink_values.size(); ++i) sink_values[i] = FloatToHalf(all[i]);
-  const ProfileTransformLevel& lvl = d.transform.levels[static_cast<size_t>(spec.level - 1)];
   const size_t slice = static_cast<size_t>(layer) * 2 + static_cast<size_t>(job.kv);
-  const float inv_step = 1.0f / lvl.steps[slice];
-  const int64_t kept = lvl.kept[slice];
   const float* mean = d.transform.means.data() + d.Index(layer, job.kv, 0);
-  // Centred rows, then their weights.
-  const int64_t coded = tokens - sinks;
-  std::vector<float> centred(static_cast<size_t>(coded * channels));
-  for (int64_t t = 0; t < coded; ++t) {
-    float* y = centred.data() + t * channels;
-    const float* x = all.get() + (sinks + t) * channels;
-    std::copy(x, x + channels, y);
-    if (job.kv == 0) rope.Unrotate(y, sinks + t, static_cast<int>(channels));
-    for (int64_t c = 0; c < channels; ++c) y[c] -= mean[c];
+  // Each stream's centred rows, then their weights.
+  codec::Symbols streams[2];
+  std::vector<const codec::RansModel*> models[2];
+  std::vector<float> centred, weights;
+  for (int fine_class = 0; fine_class < (fine.rows ? 2 : 1); ++fine_class) {
+    const ProfileTransformLevel& lvl = d.transform.levels[static_cast<size_t>((fine_class ? fine.level : spec.level) - 1)];
+    const int64_t kept = lvl.kept[slice];
+    centred.clear();
+    int64_t rows = 0;
+    for (int64_t t = sinks; t < tokens; ++t) {
+      if (fine.rows && fine.rows[t] != fine_class) continue;
+      centred.resize(static_cast<size_t>((rows + 1) * channels));
+      float* y = centred.data() + rows++ * channels;
+      const float* x = all.get() + t * channels;
+      std::copy(x, x + channels, y);
+      if (job.kv == 0) rope.Unrotate(y, t, static_cast<int>(channels));
+      for (int64_t c = 0; c < channels; ++c) y[c] -= mean[c];
+    }
+    weights.resize(static_cast<size_t>(rows * kept));
+    codec::ProjectRows(centred.data(), rows, channels, d.Basis(layer, job.kv), kept, 1.0f / lvl.steps[slice], weights.data());
+    codec::Symbols& s = streams[fine_class];
+    s.symbols.resize(weights.size());
+    for (size_t i = 0; i < weights.size(); ++i) s.symbols[i] = codec::QuantizeToSymbol(weights[i], 0.0f, 1.0f);
+    models[fine_class] = lvl.bank.ChannelModels(d.Index(layer, job.kv, 0), static_cast<size_t>(kept));
+    codec::EscapeUncodable(models[fine_class], weights.data(), &s);
   }
-  std::vector<float> weights(static_cast<size_t>(coded * kept));
-  codec::ProjectRows(centred.data(), coded, channels, d.Basis(layer, job.kv), kept, inv_step, weights.data());
-  codec::Symbols s;
-  s.symbols.resize(weights.size());
-  for (size_t i = 0; i < weights.size(); ++i) s.symbols[i] = codec::QuantizeToSymbol(weights[i], 0.0f, 1.0f);
-  const std::vector<const codec::RansModel*> models = lvl.bank.ChannelModels(d.Index(layer, job.kv, 0), static_cast<size_t>(kept));
-  codec::EscapeUncodable(models, weights.data(), &s);
-  return FinishLossySegment(sink_values, {}, s, models, out, stats);
+  if (fine.rows) return FinishLossySegment(sink_values, {}, {{streams[0], models[0]}, {streams[1], models[1]}}, out, stats);
+  return FinishLossySegment(sink_values, {}, {{streams[0], models[0]}}, out, stats);
 }
 
 // Rows a predicted chunk codes per task: enough for full tiles in the integer sums, few enough for several
@@ -253,23 +295,29 @@ constexpr int64_t kPredictedRowBlock = 64;
 // transform's weights; the rows are then reconstructed exactly as the decoder will (PredictedRows), since
 // the next slices predict from that. Then each slice's symbols, in row order, make its segment.
 Status EncodePredicted(const ChunkInput& chunk, const LevelSpec& spec, const Profile& profile, int64_t sinks,
-                       const codec::RopeTable& rope, const EncodeOptions& options,
+                       const codec::RopeTable& rope, const FineRows& fine, const EncodeOptions& options,
                        std::vector<std::vector<uint8_t>>* payloads, std::vector<EncodeStats>* stats) {
   const ProfileData& d = profile.data();
   const int64_t tokens = chunk.keys.tokens(), n_c = chunk.keys.channels();
   const size_t slices = static_cast<size_t>(chunk.keys.layers()) * 2;
-  const size_t level = static_cast<size_t>(spec.level - 1);
-  const ProfileTransformLevel& steps = d.transform.levels[level];
-  const ProfilePredictionLevel& lvl = d.prediction.levels[level];
+  // A slice's kept components, step and tables at a level (1-based).
+  const auto coding = [&](Level level, size_t slice, std::vector<const codec::RansModel*>* models) {
+    const ProfilePredictionLevel& lvl = d.prediction.levels[static_cast<size_t>(level - 1)];
+    *models = lvl.bank.ChannelModels(d.Index(static_cast<int>(slice / 2), static_cast<int>(slice % 2), 0), lvl.kept[slice]);
+    return codec::RowCoding{lvl.kept[slice], d.transform.levels[static_cast<size_t>(level - 1)].steps[slice], models};
+  };
   const int64_t rows = tokens - sinks;
   const size_t blocks = static_cast<size_t>((rows + kPredictedRowBlock - 1) / kPredictedRowBlock);
+  // Per slice and block of rows: the rows at the chunk's level, and the fine rows.
   std::vector<std::vector<codec::Symbols>> parts(slices, std::vector<codec::Symbols>(blocks));
+  std::vector<std::vector<codec::Symbols>> fine_parts(fine.rows ? slices : 0, std::vector<codec::Symbols>(blocks));
   const auto view = [&](size_t slice) -> const TensorView& { return slice % 2 == 0 ? chunk.keys : chunk.values; };
   KVSTREAM_RETURN_IF_ERROR(codec::RunParallel(blocks, options.threads, options.parallel_for, [&](size_t b) -> Status {
     const int64_t first = static_cast<int64_t>(b) * kPredictedRowBlock, n = std::min(kPredictedRowBlock, rows - first);
     codec::PredictedSliceCoder coder(d);
     codec::PredictorRing ring(n, n_c);
     std::vector<float> targets(static_cast<size_t>(n * n_c));
+    std::vector<const codec::RansModel*> models, fine_models;
     for (size_t slice = 0; slice < slices; ++slice) {
       const int layer = static_cast<int>(slice / 2), kv = static_cast<int>(slice % 2);
       for (int64_t r = 0; r < n; ++r) {
@@ -279,28 +327,42 @@ Status EncodePredicted(const ChunkInput& chunk, const LevelSpec& spec, const Pro
       }
       const int16_t* inputs[3];
       ring.Inputs(static_cast<int>(slice), inputs);
-      const int64_t kept = lvl.kept[slice];
-      const auto models = lvl.bank.ChannelModels(d.Index(layer, kv, 0), static_cast<size_t>(kept));
-      coder.Code(static_cast<int>(slice), targets.data(), inputs, n, kept, steps.steps[slice], &models, &parts[slice][b],
-                 ring.Rows(static_cast<int>(slice)));
+      const codec::RowCoding at_level = coding(spec.level, slice, &models);
+      if (fine.rows) {
+        const codec::RowCoding at_fine = coding(fine.level, slice, &fine_models);
+        coder.Code(static_cast<int>(slice), targets.data(), inputs, n, at_level, &parts[slice][b],
+                   ring.Rows(static_cast<int>(slice)), fine.rows + sinks + first, &at_fine, &fine_parts[slice][b]);
+      } else {
+        coder.Code(static_cast<int>(slice), targets.data(), inputs, n, at_level, &parts[slice][b],
+                   ring.Rows(static_cast<int>(slice)));
+      }
     }
     return Status::Ok();
   }));
   return codec::RunParallel(slices, options.threads, options.parallel_for, [&](size_t slice) -> Status {
-    const int layer = static_cast<int>(slice / 2), kv = static_cast<int>(slice % 2);
-    codec::Symbols s;
-    for (const codec::Symbols& part : parts[slice]) {
-      s.symbols.insert(s.symbols.end(), part.symbols.begin(), part.symbols.end());
-      s.escapes.insert(s.escapes.end(), part.escapes.begin(), part.escapes.end());
-    }
+    const int layer = static_cast<int>(slice / 2);
+    const auto join = [](const std::vector<codec::Symbols>& blocks_of_rows) {
+      codec::Symbols s;
+      for (const codec::Symbols& part : blocks_of_rows) {
+        s.symbols.insert(s.symbols.end(), part.symbols.begin(), part.symbols.end());
+        s.escapes.insert(s.escapes.end(), part.escapes.begin(), part.escapes.end());
+      }
+      return s;
+    };
+    const codec::Symbols s = join(parts[slice]);
     std::vector<uint16_t> sink_values(static_cast<size_t>(sinks * n_c));
     std::vector<float> row(static_cast<size_t>(n_c));
     for (int64_t t = 0; t < sinks; ++t) {
       LoadRow(view(slice), layer, t, row.data());
       for (int64_t c = 0; c < n_c; ++c) sink_values[static_cast<size_t>(t * n_c + c)] = FloatToHalf(row[c]);
     }
-    const auto models = lvl.bank.ChannelModels(d.Index(layer, kv, 0), static_cast<size_t>(lvl.kept[slice]));
-    return FinishLossySegment(sink_values, {}, s, models, &(*payloads)[slice], stats ? &(*stats)[slice] : nullptr);
+    std::vector<const codec::RansModel*> models, fine_models;
+    coding(spec.level, slice, &models);
+    EncodeStats* slice_stats = stats ? &(*stats)[slice] : nullptr;
+    if (!fine.rows) return FinishLossySegment(sink_values, {}, {{s, models}}, &(*payloads)[slice], slice_stats);
+    coding(fine.level, slice, &fine_models);
+    const codec::Symbols fine_s = join(fine_parts[slice]);
+    return FinishLossySegment(sink_values, {}, {{s, models}, {fine_s, fine_models}}, &(*payloads)[slice], slice_stats);
   });
 }
 
@@ -339,7 +401,7 @@ Status EncodeCacheGen(const SegmentJob& job, const LevelSpec& spec, std::vector<
   const auto models = bank.ChannelModels(0, static_cast<size_t>(channels));
   codec::WriteTableBank(bank, pw);
   codec::EscapeUncodable(models, x.get(), &s);
-  KVSTREAM_RETURN_IF_ERROR(FinishLossySegment({}, params, s, models, out, stats));
+  KVSTREAM_RETURN_IF_ERROR(FinishLossySegment({}, params, {{s, models}}, out, stats));
   if (stats) stats->table_bytes = params.size() - static_cast<size_t>(2 * tokens);  // the token scales are not tables
   return Status::Ok();
 }
@@ -374,6 +436,12 @@ void EncodeFp16(const SegmentJob& job, std::vector<uint8_t>* out) {
     }
   }
   ByteWriter(out).Raw(buf.data(), buf.size() * 2);
+}
+
+// Whether the options ask for fine rows: a transform or predicted level, a finer fine level, a fraction.
+bool UsesFineRows(const EncodeOptions& options) {
+  return IsLossyLevel(options.level) && (options.scheme == QuantScheme::kTransform || options.scheme == QuantScheme::kPredicted) &&
+         options.fine_min_importance != std::numeric_limits<float>::infinity() && options.fine_level < options.level;
 }
 
 Status ValidateInput(const ChunkInput& chunk, const EncodeOptions& options, const LevelSpec** spec,
@@ -434,10 +502,31 @@ Status ValidateInput(const ChunkInput& chunk, const EncodeOptions& options, cons
                                    std::to_string(ladder->size()) + " lossy levels");
   }
   *spec = &(*ladder)[static_cast<size_t>(options.level - 1)];
+  if (std::isnan(options.fine_min_importance)) return Status::InvalidArgument("encode: fine_min_importance is NaN");
+  if (UsesFineRows(options)) {
+    if (chunk.importance == nullptr) {
+      return Status::InvalidArgument("encode: fine_min_importance is set, but ChunkInput::importance is null");
+    }
+    if (options.fine_level < 1) {
+      return Status::InvalidArgument("encode: fine_level " + std::to_string(options.fine_level) + " is not a lossy level");
+    }
+  }
   return Status::Ok();
 }
 
 }  // namespace
+
+float FineRowsThreshold(const float* importance, int64_t tokens, double fraction) {
+  std::vector<float> values;
+  for (int64_t t = codec::kSinkPositions; t < tokens; ++t) {
+    values.push_back(std::isnan(importance[t]) ? -std::numeric_limits<float>::infinity() : importance[t]);
+  }
+  const double count = std::round(std::clamp(fraction, 0.0, 1.0) * static_cast<double>(values.size()));
+  if (!(count >= 1.0)) return std::numeric_limits<float>::infinity();
+  const auto nth = values.begin() + static_cast<ptrdiff_t>(count) - 1;
+  std::nth_element(values.begin(), nth, values.end(), std::greater<float>());
+  return *nth;
+}
 
 const char* QuantSchemeName(QuantScheme scheme) {
   switch (scheme) {
@@ -475,6 +564,9 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
   if (lossy && (options.scheme == QuantScheme::kTransform || options.scheme == QuantScheme::kPredicted)) {
     rope.emplace(options.profile->data().transform.rope, chunk.token_begin, tokens);
   }
+  const std::vector<uint8_t> fine_rows =
+      UsesFineRows(options) ? SelectFineRows(chunk.importance, tokens, sinks, options.fine_min_importance) : std::vector<uint8_t>();
+  const FineRows fine{fine_rows.empty() ? nullptr : fine_rows.data(), fine_rows.empty() ? 0 : options.fine_level};
   const auto encode_segment = [&](size_t i) -> Status {
     const SegmentJob& job = jobs[i];
     std::vector<uint8_t>* out = &payloads[i];
@@ -499,11 +591,13 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
     }
     EncodeStats* stats = options.stats ? &seg_stats[i] : nullptr;
     if (options.scheme == QuantScheme::kCacheGenToken) return EncodeCacheGen(job, *spec, out, stats);
-    if (options.scheme == QuantScheme::kTransform) return EncodeTransform(job, *spec, *options.profile, sinks, *rope, out, stats);
+    if (options.scheme == QuantScheme::kTransform) {
+      return EncodeTransform(job, *spec, *options.profile, sinks, *rope, fine, out, stats);
+    }
     return EncodeChannelUniform(job, *spec, uses_profile ? options.profile : nullptr, sinks, out, stats);
   };
   KVSTREAM_RETURN_IF_ERROR(lossy && options.scheme == QuantScheme::kPredicted
-                               ? EncodePredicted(chunk, *spec, *options.profile, sinks, *rope, options, &payloads,
+                               ? EncodePredicted(chunk, *spec, *options.profile, sinks, *rope, fine, options, &payloads,
                                                  options.stats ? &seg_stats : nullptr)
                                : codec::RunParallel(jobs.size(), options.threads, options.parallel_for, encode_segment));
   if (options.stats) {
@@ -519,7 +613,8 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
     *options.stats = sum;
   }
 
-  const uint64_t header_bytes = codec::kChunkFixedHeaderBytes + codec::kSegmentEntryBytes * jobs.size() + 4;
+  const size_t map_bytes = fine.rows ? codec::FineRowMapBytes(tokens) : 0;
+  const uint64_t header_bytes = codec::kChunkFixedHeaderBytes + codec::kSegmentEntryBytes * jobs.size() + map_bytes + 4;
   uint64_t total = header_bytes;
   for (const auto& p : payloads) {
     if (p.size() > std::numeric_limits<uint32_t>::max()) {
@@ -537,9 +632,10 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
   w.U8(lossy ? static_cast<uint8_t>(options.scheme) : 0);
   w.U8(static_cast<uint8_t>(chunk.keys.dtype));
   w.U8(level == kLevelFp16 ? static_cast<uint8_t>(stored) : 0);
-  w.U8(lossy && !uses_profile ? codec::kChunkFlagInChunkTables : 0);
+  w.U8((lossy && !uses_profile ? codec::kChunkFlagInChunkTables : 0) | (fine.rows ? codec::kChunkFlagFineRows : 0));
   w.U8(static_cast<uint8_t>(sinks));
-  w.U16(0);
+  w.U8(static_cast<uint8_t>(fine.level));
+  w.U8(0);
   w.U32(static_cast<uint32_t>(layers));
   w.U32(static_cast<uint32_t>(tokens));
   w.U32(static_cast<uint32_t>(channels));
@@ -558,6 +654,11 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
     w.U8(0);
     w.U16(0);
     offset += payloads[i].size();
+  }
+  if (fine.rows) {
+    std::vector<uint8_t> map(map_bytes, 0);
+    for (int64_t t = 0; t < tokens; ++t) map[static_cast<size_t>(t / 8)] |= static_cast<uint8_t>(fine.rows[t] << (t % 8));
+    w.Raw(map.data(), map.size());
   }
   w.U32(codec::Crc32c(out.data(), out.size()));
   for (const auto& p : payloads) w.Raw(p.data(), p.size());

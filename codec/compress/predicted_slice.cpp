@@ -1,5 +1,7 @@
 #include "codec/compress/predicted_slice.h"
 
+#include <algorithm>
+
 #include "codec/common/container_format.h"
 #include "codec/common/quantizer.h"
 #include "codec/common/transform_sum.h"
@@ -8,33 +10,65 @@
 
 namespace kvstream::codec {
 
-void PredictedSliceCoder::Code(int slice, float* targets, const int16_t* const* inputs, int64_t rows, int64_t kept,
-                               float step, const std::vector<const RansModel*>* models, Symbols* out, int16_t* z) {
-  const int64_t n_c = d_.channels, stride = WeightStride(kept);
+void PredictedSliceCoder::Code(int slice, float* targets, const int16_t* const* inputs, int64_t rows,
+                               const RowCoding& coding, Symbols* out, int16_t* z, const uint8_t* fine,
+                               const RowCoding* fine_coding, Symbols* fine_out) {
+  const int64_t n_c = d_.channels;
   const float* base = rows_.Predict(slice, inputs, rows);
   for (int64_t i = 0; i < rows * n_c; ++i) targets[i] -= base[i];
-  weights_.resize(static_cast<size_t>(rows * kept));
-  ProjectRows(targets, rows, n_c, d_.ResidualBasis(slice), kept, 1.0f / step, weights_.data());
-  out->symbols.resize(weights_.size());
-  for (size_t i = 0; i < weights_.size(); ++i) out->symbols[i] = QuantizeToSymbol(weights_[i], 0.0f, 1.0f);
-  if (models) {
-    EscapeUncodable(*models, weights_.data(), out);
-  } else {
-    out->escapes.clear();
-    for (size_t i = 0; i < weights_.size(); ++i) {
-      if (out->symbols[i] == kEscapeSymbol) out->escapes.push_back(FloatToHalf(weights_[i]));
+  const bool any_fine = fine != nullptr && std::find(fine, fine + rows, 1) != fine + rows;
+  const int64_t depth = any_fine ? std::max(coding.kept, fine_coding->kept) : coding.kept;
+  const int64_t stride = WeightStride(depth);
+  q_.resize(static_cast<size_t>(rows * stride));
+  scales_.resize(static_cast<size_t>(rows));
+  escapes_.clear();
+  for (const bool fine_class : {false, true}) {
+    if (fine_class && !any_fine) break;
+    const RowCoding& c = fine_class ? *fine_coding : coding;
+    Symbols* symbols = fine_class ? fine_out : out;
+    // The class's rows, gathered when the block mixes levels.
+    const float* residuals = targets;
+    int64_t n = rows;
+    if (any_fine) {
+      index_.clear();
+      for (int64_t r = 0; r < rows; ++r) {
+        if ((fine[r] != 0) == fine_class) index_.push_back(r);
+      }
+      n = static_cast<int64_t>(index_.size());
+      gathered_.resize(static_cast<size_t>(n * n_c));
+      for (int64_t i = 0; i < n; ++i) std::copy_n(targets + index_[i] * n_c, n_c, gathered_.data() + i * n_c);
+      residuals = gathered_.data();
+    }
+    weights_.resize(static_cast<size_t>(n * c.kept));
+    ProjectRows(residuals, n, n_c, d_.ResidualBasis(slice), c.kept, 1.0f / c.step, weights_.data());
+    symbols->symbols.resize(weights_.size());
+    for (size_t i = 0; i < weights_.size(); ++i) symbols->symbols[i] = QuantizeToSymbol(weights_[i], 0.0f, 1.0f);
+    if (c.models) {
+      EscapeUncodable(*c.models, weights_.data(), symbols);
+    } else {
+      symbols->escapes.clear();
+      for (size_t i = 0; i < weights_.size(); ++i) {
+        if (symbols->symbols[i] == kEscapeSymbol) symbols->escapes.push_back(FloatToHalf(weights_[i]));
+      }
+    }
+    // The integer weights and escapes exactly as the decoder reads them back.
+    size_t e = 0;
+    (void)SymbolWeights(symbols->symbols.data(), n, c.kept, stride, any_fine ? index_.data() : nullptr,
+                        symbols->escapes.size(), q_.data(), &escapes_, [&](float* weight) {
+                          *weight = HalfToFloat(symbols->escapes[e++]);  // one value per escape symbol, by construction
+                          return Status::Ok();
+                        });
+    const float scale = TransformStepScale(c.step);
+    if (any_fine) {
+      for (int64_t r : index_) scales_[static_cast<size_t>(r)] = scale;
+    } else {
+      std::fill(scales_.begin(), scales_.end(), scale);
     }
   }
-  // The integer weights and escapes exactly as the decoder reads them back.
-  q_.resize(static_cast<size_t>(rows * stride));
-  escapes_.clear();
-  size_t e = 0;
-  (void)SymbolWeights(out->symbols.data(), rows, kept, out->escapes.size(), q_.data(), &escapes_, [&](float* weight) {
-    *weight = HalfToFloat(out->escapes[e++]);  // one value per escape symbol, by construction
-    return Status::Ok();
-  });
+  if (any_fine) SortEscapes(&escapes_);
   reconstructed_.resize(static_cast<size_t>(rows * n_c));
-  rows_.Reconstruct(slice, step, q_.data(), kept, rows, escapes_.data(), escapes_.size(), reconstructed_.data(), z);
+  rows_.Reconstruct(slice, scales_.data(), q_.data(), depth, rows, escapes_.data(), escapes_.size(), reconstructed_.data(),
+                    z);
 }
 
 }  // namespace kvstream::codec

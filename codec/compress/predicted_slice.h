@@ -12,6 +12,14 @@
 
 namespace kvstream::codec {
 
+// How rows are coded: their level's kept components, step and tables (the tables' uncodable symbols
+// escape; null while tables are being learned, when only weights beyond +-kMaxAbsQ escape).
+struct RowCoding {
+  int64_t kept = 0;
+  float step = 0.0f;
+  const std::vector<const RansModel*>* models = nullptr;
+};
+
 // Codes rows of one slice against their prediction and reconstructs them exactly as a decoder will, since
 // the next slices predict from that reconstruction. Reusable across slices and blocks of rows.
 class PredictedSliceCoder {
@@ -19,17 +27,18 @@ class PredictedSliceCoder {
   explicit PredictedSliceCoder(const ProfileData& d) : d_(d), rows_(d) {}
 
   // targets: rows x channels, the slice's rows (keys de-rotated); overwritten with their residuals.
-  // inputs: the input slices' integer rows (PredictedRows::Predict). models: the level's table of each of
-  // the `kept` components, whose uncodable symbols escape; null while tables are being learned (then only
-  // weights beyond +-kMaxAbsQ escape). Writes the rows' symbols and escapes into *out, and the rows as
-  // later slices' integer inputs into z (rows x WeightStride(channels)).
-  void Code(int slice, float* targets, const int16_t* const* inputs, int64_t rows, int64_t kept, float step,
-            const std::vector<const RansModel*>* models, Symbols* out, int16_t* z);
+  // inputs: the input slices' integer rows (PredictedRows::Predict). Rows r with fine[r] set (fine may be
+  // null: none) are coded with fine_coding into *fine_out, the others with `coding` into *out (symbols in
+  // row order, then escapes). Writes the rows as later slices' integer inputs into z (rows x
+  // WeightStride(channels)).
+  void Code(int slice, float* targets, const int16_t* const* inputs, int64_t rows, const RowCoding& coding, Symbols* out,
+            int16_t* z, const uint8_t* fine = nullptr, const RowCoding* fine_coding = nullptr, Symbols* fine_out = nullptr);
 
  private:
   const ProfileData& d_;
   PredictedRows rows_;
-  std::vector<float> weights_, reconstructed_;
+  std::vector<float> gathered_, weights_, reconstructed_, scales_;
+  std::vector<int64_t> index_;
   std::vector<int16_t> q_;
   std::vector<EscapedComponent> escapes_;
 };

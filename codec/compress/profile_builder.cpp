@@ -491,7 +491,7 @@ Status ProfileBuilder::BuildPrediction(ProfileData* d) const {
     }
     // Coded at the fit level, the rows become the next slices' inputs.
     const float step = step_of(fit, slice);
-    coder.Code(slice, rows.data(), inputs, n, KeptComponents(variances[static_cast<size_t>(slice)], step), step, nullptr,
+    coder.Code(slice, rows.data(), inputs, n, {KeptComponents(variances[static_cast<size_t>(slice)], step), step},
                &symbols, ring.Rows(slice));
   }
 
@@ -513,7 +513,7 @@ Status ProfileBuilder::BuildPrediction(ProfileData* d) const {
       const int16_t* inputs[3];
       level_ring.Inputs(slice, inputs);
       load_rows(slice, level_rows.data());
-      level_coder.Code(slice, level_rows.data(), inputs, n, kept, step, nullptr, &level_symbols, level_ring.Rows(slice));
+      level_coder.Code(slice, level_rows.data(), inputs, n, {kept, step}, &level_symbols, level_ring.Rows(slice));
       CountComponents(level_symbols, kept, c_n, hist[level].data() + static_cast<size_t>(slice) * c_n);
     }
     return Status::Ok();

@@ -98,6 +98,21 @@ Status CheckProfile(const ChunkInfo& info, const Profile* profile) {
 }
 
 class SegmentDecoder {
+  // A rANS stream of coded rows and its escapes: all coded rows, or with fine rows those at the chunk's
+  // level (coded_) and those at its fine level (fine_).
+  struct CodedStream {
+    const uint8_t* stream = nullptr;
+    uint32_t stream_bytes = 0;
+    const uint8_t* escapes = nullptr;
+    uint32_t escape_count = 0;
+    std::vector<const codec::RansModel*> models;  // one per symbol of a row
+    float step = 0.0f;                            // transform and predicted: the (layer, K/V)'s step
+    int64_t rows = 0;
+    std::vector<int64_t> index;                   // with fine rows: the stream's rows among the coded rows
+    std::unique_ptr<uint8_t[]> symbols;
+    size_t symbol_count = 0;
+  };
+
  public:
   // `rope`: the chunk's positions, for the key segments of a transform chunk (else unused).
   SegmentDecoder(const uint8_t* chunk, const ChunkInfo& info, const Profile* profile, const SegmentInfo& seg,
@@ -127,7 +142,7 @@ class SegmentDecoder {
       if (!rans[i].ok()) return rans[i].WithContext(segments[i]->in_.what());
       segments[i]->StoreSinkRows();
       KVSTREAM_RETURN_IF_ERROR(segments[i]->ComponentWeights());
-      segments[i]->symbols_.reset();
+      segments[i]->ReleaseSymbols();
     }
     return Status::Ok();
   }
@@ -146,14 +161,14 @@ class SegmentDecoder {
       const int16_t* inputs[3];
       ring.Inputs(static_cast<int>(slice), inputs);
       predicted.Predict(static_cast<int>(slice), inputs, rows);
-      const int64_t kept = static_cast<int64_t>(seg.models_.size());
+      const int64_t depth = seg.depth_;
       escapes.clear();
       auto it = std::lower_bound(seg.escaped_.begin(), seg.escaped_.end(), first,
                                  [](const codec::EscapedComponent& e, int64_t row) { return e.row < row; });
       for (; it != seg.escaped_.end() && it->row < first + rows; ++it) escapes.push_back({it->row - first, it->component, it->weight});
-      predicted.Reconstruct(static_cast<int>(slice), seg.transform_step_, seg.weights_.get() + first * codec::WeightStride(kept),
-                            kept, rows, escapes.data(), escapes.size(), y.data(),
-                            ring.Rows(static_cast<int>(slice)));
+      predicted.Reconstruct(static_cast<int>(slice), seg.row_scales_.data() + first,
+                            seg.weights_.get() + first * codec::WeightStride(depth), depth, rows, escapes.data(),
+                            escapes.size(), y.data(), ring.Rows(static_cast<int>(slice)));
       const int64_t sinks = seg.info_.sink_rows;
       for (int64_t r = 0; r < rows; ++r) {
         float* row = y.data() + r * n_c;
@@ -218,38 +233,42 @@ class SegmentDecoder {
 
   // Reads the segment's parameters and tables and locates its rANS stream and escapes.
   Status ParseLossy() {
-    KVSTREAM_RETURN_IF_ERROR(in_.U32(&stream_bytes_, "stream bytes"));
-    KVSTREAM_RETURN_IF_ERROR(in_.U32(&escape_count_, "escape count"));
+    const bool fine = !info_.fine_rows.empty();  // the container reader allows them in transform chunks only
+    KVSTREAM_RETURN_IF_ERROR(in_.U32(&coded_.stream_bytes, "stream bytes"));
+    KVSTREAM_RETURN_IF_ERROR(in_.U32(&coded_.escape_count, "escape count"));
+    if (fine) {
+      KVSTREAM_RETURN_IF_ERROR(in_.U32(&fine_.stream_bytes, "fine stream bytes"));
+      KVSTREAM_RETURN_IF_ERROR(in_.U32(&fine_.escape_count, "fine escape count"));
+    }
     const int64_t sinks = info_.sink_rows;  // validated by the container reader: <= tokens
     const size_t n_c = static_cast<size_t>(channels());
     transform_ = info_.scheme == QuantScheme::kTransform || info_.scheme == QuantScheme::kPredicted;
+    coded_.rows = tokens() - sinks;
+    if (fine) {
+      // Coded row r is token sinks + r; the map never marks a sink row.
+      for (int64_t r = 0; r < coded_.rows; ++r) (info_.fine_rows[static_cast<size_t>(sinks + r)] ? fine_ : coded_).index.push_back(r);
+      coded_.rows = static_cast<int64_t>(coded_.index.size());
+      fine_.rows = static_cast<int64_t>(fine_.index.size());
+    }
     // Symbols per coded row: a value per channel, or a weight per kept component.
     size_t row_symbols = n_c;
     if (transform_) {
-      const bool predicted = info_.scheme == QuantScheme::kPredicted;
       if (!profile_->Supports(info_.scheme)) {
         return Status::CorruptData(in_.what() + ": a " + QuantSchemeName(info_.scheme) + " chunk, but its profile has no " +
-                                   (predicted ? "prediction" : "transform"));
+                                   (info_.scheme == QuantScheme::kPredicted ? "prediction" : "transform"));
       }
-      const ProfileData& d = profile_->data();
-      const size_t level = static_cast<size_t>(info_.level - 1);
-      const ProfileTransformLevel& lvl = d.transform.levels[level];
-      const size_t slice = static_cast<size_t>(seg_.layer) * 2 + static_cast<size_t>(kv());
-      const size_t first = d.Index(static_cast<int>(seg_.layer), kv(), 0);
-      transform_step_ = lvl.steps[slice];
-      if (predicted) {
-        const ProfilePredictionLevel& p = d.prediction.levels[level];
-        row_symbols = p.kept[slice];
-        models_ = p.bank.ChannelModels(first, row_symbols);
-      } else {
-        row_symbols = lvl.kept[slice];
-        models_ = lvl.bank.ChannelModels(first, row_symbols);
-      }
+      TransformLevel(info_.level, &coded_);
+      if (fine) TransformLevel(info_.fine_level, &fine_);
+      row_symbols = coded_.models.size();
     }
-    const size_t coded = static_cast<size_t>(tokens() - sinks) * row_symbols;
-    if (escape_count_ > coded) {
-      return Status::CorruptData(in_.what() + ": escape count = " + std::to_string(escape_count_) + " exceeds its " +
-                                 std::to_string(coded) + " coded values");
+    coded_.symbol_count = static_cast<size_t>(coded_.rows) * row_symbols;
+    fine_.symbol_count = static_cast<size_t>(fine_.rows) * fine_.models.size();
+    for (const CodedStream* c : {&coded_, &fine_}) {
+      if (c->escape_count > c->symbol_count) {
+        return Status::CorruptData(in_.what() + ": " + (c == &fine_ ? "fine " : "") + "escape count = " +
+                                   std::to_string(c->escape_count) + " exceeds its " + std::to_string(c->symbol_count) +
+                                   " coded values");
+      }
     }
     KVSTREAM_RETURN_IF_ERROR(in_.Span(size_t{2} * static_cast<size_t>(sinks) * n_c, &sink_values_, "sink rows"));
     cachegen_ = info_.scheme == QuantScheme::kCacheGenToken;
@@ -294,36 +313,65 @@ class SegmentDecoder {
         mean_[c] = d.means[first + c];
         step_[c] = lvl.steps[first + c];
       }
-      models_ = lvl.bank.ChannelModels(first, static_cast<size_t>(channels()));
+      coded_.models = lvl.bank.ChannelModels(first, static_cast<size_t>(channels()));
     }
     if (info_.in_chunk_tables) {
       KVSTREAM_RETURN_IF_ERROR(codec::ReadTableBank(in_, static_cast<size_t>(channels()), &own_bank_));
-      models_ = own_bank_.ChannelModels(0, static_cast<size_t>(channels()));
+      coded_.models = own_bank_.ChannelModels(0, static_cast<size_t>(channels()));
     }
-    KVSTREAM_RETURN_IF_ERROR(in_.Span(stream_bytes_, &stream_, "rANS stream"));
-    KVSTREAM_RETURN_IF_ERROR(in_.Span(size_t{2} * escape_count_, &escapes_, "escape values"));
+    KVSTREAM_RETURN_IF_ERROR(in_.Span(coded_.stream_bytes, &coded_.stream, "rANS stream"));
+    KVSTREAM_RETURN_IF_ERROR(in_.Span(size_t{2} * coded_.escape_count, &coded_.escapes, "escape values"));
+    if (fine) {
+      KVSTREAM_RETURN_IF_ERROR(in_.Span(fine_.stream_bytes, &fine_.stream, "fine rANS stream"));
+      KVSTREAM_RETURN_IF_ERROR(in_.Span(size_t{2} * fine_.escape_count, &fine_.escapes, "fine escape values"));
+    }
     if (in_.remaining() != 0) {
       return Status::CorruptData(in_.what() + ": " + std::to_string(in_.remaining()) + " bytes left over after the escapes");
     }
     // RansDecode writes every symbol, or fails and Dequantise reads none: no zeroing first.
-    symbols_ = std::make_unique_for_overwrite<uint8_t[]>(coded);
-    symbol_count_ = coded;
+    for (CodedStream* c : {&coded_, &fine_}) c->symbols = std::make_unique_for_overwrite<uint8_t[]>(c->symbol_count);
     return Status::Ok();
   }
 
-  codec::RansDecodeJob RansJob() {
-    return {stream_, stream_bytes_, models_.data(), models_.size(), symbols_.get(), symbol_count_};
+  // A transform or predicted segment's kept components, tables and step at `level` (1-based).
+  void TransformLevel(Level level, CodedStream* c) const {
+    const ProfileData& d = profile_->data();
+    const size_t index = static_cast<size_t>(level - 1);
+    const size_t slice = static_cast<size_t>(seg_.layer) * 2 + static_cast<size_t>(kv());
+    const size_t first = d.Index(static_cast<int>(seg_.layer), kv(), 0);
+    const ProfileTransformLevel& lvl = d.transform.levels[index];
+    c->step = lvl.steps[slice];
+    if (info_.scheme == QuantScheme::kPredicted) {
+      const ProfilePredictionLevel& p = d.prediction.levels[index];
+      c->models = p.bank.ChannelModels(first, p.kept[slice]);
+    } else {
+      c->models = lvl.bank.ChannelModels(first, lvl.kept[slice]);
+    }
+  }
+
+  void ReleaseSymbols() {
+    coded_.symbols.reset();
+    fine_.symbols.reset();
   }
 
   // Parses the segments and decodes their rANS streams together (the vector kernels need several streams
-  // to keep their gathers busy); rans[i] is segment i's outcome.
+  // of similar length to keep their gathers busy: the segments' fine streams, if any, go together after
+  // the others); rans[i] is segment i's outcome.
   static Status DecodeSymbols(std::optional<SegmentDecoder>* segments, size_t n, Status* rans) {
     codec::RansDecodeJob jobs[codec::kRansMaxTogether];
-    for (size_t i = 0; i < n; ++i) {
-      KVSTREAM_RETURN_IF_ERROR(segments[i]->ParseLossy());
-      jobs[i] = segments[i]->RansJob();
+    for (size_t i = 0; i < n; ++i) KVSTREAM_RETURN_IF_ERROR(segments[i]->ParseLossy());
+    for (CodedStream SegmentDecoder::*stream : {&SegmentDecoder::coded_, &SegmentDecoder::fine_}) {
+      if (stream == &SegmentDecoder::fine_ && segments[0]->info_.fine_rows.empty()) break;
+      for (size_t i = 0; i < n; ++i) {
+        CodedStream& c = (*segments[i]).*stream;
+        jobs[i] = {c.stream, c.stream_bytes, c.models.data(), c.models.size(), c.symbols.get(), c.symbol_count};
+      }
+      Status statuses[codec::kRansMaxTogether];
+      codec::RansDecodeTogether(jobs, n, statuses);
+      for (size_t i = 0; i < n; ++i) {
+        if (stream == &SegmentDecoder::coded_ || (rans[i].ok() && !statuses[i].ok())) rans[i] = statuses[i];
+      }
     }
-    codec::RansDecodeTogether(jobs, n, rans);
     return Status::Ok();
   }
 
@@ -341,15 +389,27 @@ class SegmentDecoder {
   }
 
   // Transform and predicted schemes: the coded rows' integer weights into weights_ (rows x
-  // WeightStride(kept); an escape's weight is 0) and their escaped components into escaped_, in order.
+  // WeightStride(depth_), depth_ the most components a row has; an escape's weight is 0, and so are a
+  // row's columns past its own components), their escaped components into escaped_ (by row, then
+  // component) and each row's scaled step into row_scales_.
   Status ComponentWeights() {
     const int64_t rows = tokens() - info_.sink_rows;
-    const int64_t kept = static_cast<int64_t>(models_.size());
-    weights_ = std::make_unique_for_overwrite<int16_t[]>(static_cast<size_t>(rows * codec::WeightStride(kept)));
-    uint32_t e = 0;
-    KVSTREAM_RETURN_IF_ERROR(codec::SymbolWeights(symbols_.get(), rows, kept, escape_count_, weights_.get(), &escaped_,
-                                                  [&](float* weight) { return NextEscape(&e, weight); }));
-    return CheckEscapesUsed(e);
+    depth_ = static_cast<int64_t>(std::max(coded_.models.size(), fine_.models.size()));
+    const int64_t stride = codec::WeightStride(depth_);
+    weights_ = std::make_unique_for_overwrite<int16_t[]>(static_cast<size_t>(rows * stride));
+    row_scales_.assign(static_cast<size_t>(rows), codec::TransformStepScale(coded_.step));
+    for (int64_t r : fine_.index) row_scales_[static_cast<size_t>(r)] = codec::TransformStepScale(fine_.step);
+    for (const CodedStream* c : {&coded_, &fine_}) {
+      if (c->rows == 0) continue;
+      uint32_t e = 0;
+      KVSTREAM_RETURN_IF_ERROR(codec::SymbolWeights(c->symbols.get(), c->rows, static_cast<int64_t>(c->models.size()), stride,
+                                                    c->index.empty() ? nullptr : c->index.data(), c->escape_count,
+                                                    weights_.get(), &escaped_,
+                                                    [&](float* weight) { return NextEscape(*c, &e, weight); }));
+      KVSTREAM_RETURN_IF_ERROR(CheckEscapesUsed(*c, e));
+    }
+    if (!fine_.index.empty()) codec::SortEscapes(&escaped_);
+    return Status::Ok();
   }
 
   // Given how the segment's rANS stream decoded, writes its rows: sinks as stored, the rest dequantised,
@@ -363,7 +423,7 @@ class SegmentDecoder {
     std::vector<float> row(n_c);
     uint32_t e = 0;
     for (int64_t t = sinks; t < tokens(); ++t) {
-      const uint8_t* sym = symbols_.get() + static_cast<size_t>(t - sinks) * n_c;
+      const uint8_t* sym = coded_.symbols.get() + static_cast<size_t>(t - sinks) * n_c;
       // Branch-free dequantisation (vectorisable), then the rare escapes patched in.
       if (cachegen_) {
         const float s = token_step_[t];
@@ -371,31 +431,32 @@ class SegmentDecoder {
       } else {
         for (size_t c = 0; c < n_c; ++c) row[c] = codec::DequantChannelUniform(sym[c], mean_[c], step_[c]);
       }
-      if (escape_count_ != 0 && std::memchr(sym, codec::kEscapeSymbol, n_c) != nullptr) {
+      if (coded_.escape_count != 0 && std::memchr(sym, codec::kEscapeSymbol, n_c) != nullptr) {
         for (size_t c = 0; c < n_c; ++c) {
-          if (sym[c] == codec::kEscapeSymbol) KVSTREAM_RETURN_IF_ERROR(NextEscape(&e, &row[c]));
+          if (sym[c] == codec::kEscapeSymbol) KVSTREAM_RETURN_IF_ERROR(NextEscape(coded_, &e, &row[c]));
         }
       }
       StoreRow(out_, seg_.layer, t, row.data());
     }
-    return CheckEscapesUsed(e);
+    return CheckEscapesUsed(coded_, e);
   }
 
-  // The value of escape symbol number *e (in symbol order), advancing *e; CorruptData when the stream has
-  // more escape symbols than the segment has values.
-  Status NextEscape(uint32_t* e, float* value) const {
-    if (*e == escape_count_) {
-      return Status::CorruptData(in_.what() + ": more escape symbols than the " + std::to_string(escape_count_) + " escape values");
+  // The value of escape symbol number *e (in symbol order) of stream c, advancing *e; CorruptData when the
+  // stream has more escape symbols than escape values.
+  Status NextEscape(const CodedStream& c, uint32_t* e, float* value) const {
+    if (*e == c.escape_count) {
+      return Status::CorruptData(in_.what() + ": more escape symbols than the " + std::to_string(c.escape_count) +
+                                 (&c == &fine_ ? " fine" : "") + " escape values");
     }
     uint16_t h;
-    std::memcpy(&h, escapes_ + 2 * (*e)++, 2);
+    std::memcpy(&h, c.escapes + 2 * (*e)++, 2);
     *value = HalfToFloat(h);
     return Status::Ok();
   }
-  Status CheckEscapesUsed(uint32_t e) const {
-    if (e == escape_count_) return Status::Ok();
-    return Status::CorruptData(in_.what() + ": escape count = " + std::to_string(escape_count_) + " but the stream has " +
-                               std::to_string(e) + " escape symbols");
+  Status CheckEscapesUsed(const CodedStream& c, uint32_t e) const {
+    if (e == c.escape_count) return Status::Ok();
+    return Status::CorruptData(in_.what() + ": " + (&c == &fine_ ? "fine " : "") + "escape count = " +
+                               std::to_string(c.escape_count) + " but the stream has " + std::to_string(e) + " escape symbols");
   }
 
   // Transform scheme, after the sink rows: the integer sums of the weights against the basis, the mean
@@ -405,23 +466,21 @@ class SegmentDecoder {
     KVSTREAM_RETURN_IF_ERROR(ComponentWeights());
     const int64_t sinks = info_.sink_rows;
     const int64_t rows = tokens() - sinks;
-    const int64_t kept = static_cast<int64_t>(models_.size());
     const ProfileData& d = profile_->data();
     const int layer = static_cast<int>(seg_.layer);
     const int64_t n_c = channels();
     const int16_t* basis = d.Basis(layer, kv());
     // SumComponents writes every sum: no zeroing first (it cost 4 % of the decode).
     const auto acc = std::make_unique_for_overwrite<int32_t[]>(static_cast<size_t>(rows * n_c));
-    codec::SumComponents(weights_.get(), rows, kept, basis, n_c, acc.get(), d.AmxBasis(layer, kv()));
+    codec::SumComponents(weights_.get(), rows, depth_, basis, n_c, acc.get(), d.AmxBasis(layer, kv()));
     const float* mean = d.transform.means.data() + d.Index(layer, kv(), 0);
-    const float scaled_step = codec::TransformStepScale(transform_step_);
     std::vector<float> y(static_cast<size_t>(n_c));
     size_t next = 0;
     for (int64_t t = 0; t < rows; ++t) {
       const size_t first = next;
       while (next < escaped_.size() && escaped_[next].row == t) ++next;
-      codec::DequantTransformRow(acc.get() + t * n_c, mean, scaled_step, escaped_.data() + first, next - first, basis, n_c,
-                                 y.data());
+      codec::DequantTransformRow(acc.get() + t * n_c, mean, row_scales_[static_cast<size_t>(t)], escaped_.data() + first,
+                                 next - first, basis, n_c, y.data());
       if (kv() == 0) rope_->Rotate(y.data(), sinks + t, static_cast<int>(n_c));
       StoreRow(out_, seg_.layer, sinks + t, y.data());
     }
@@ -438,19 +497,14 @@ class SegmentDecoder {
   bool cachegen_ = false;
   bool transform_ = false;
   std::vector<float> mean_, step_;  // channel-uniform: per channel
-  float transform_step_ = 0.0f;     // transform: the (layer, K/V)'s step
   std::vector<float> token_step_;   // cachegen-token: per token
   codec::TableBank own_bank_;
-  std::vector<const codec::RansModel*> models_;
   const uint8_t* sink_values_ = nullptr;
-  const uint8_t* stream_ = nullptr;
-  uint32_t stream_bytes_ = 0;
-  const uint8_t* escapes_ = nullptr;
-  uint32_t escape_count_ = 0;
-  std::unique_ptr<uint8_t[]> symbols_;
-  size_t symbol_count_ = 0;
+  CodedStream coded_, fine_;
   // Transform and predicted: the coded rows' integer weights and escaped components (ComponentWeights).
+  int64_t depth_ = 0;
   std::unique_ptr<int16_t[]> weights_;
+  std::vector<float> row_scales_;
   std::vector<codec::EscapedComponent> escaped_;
 };
 

@@ -20,6 +20,26 @@ Status CheckDim(const char* field, uint32_t value, int64_t limit) {
   return Status::Ok();
 }
 
+// The bitmap of fine rows (bit t % 8 of byte t / 8 for token t): sink rows and the padding bits must be 0,
+// and at least one row set (an empty map would be the flag's contradiction).
+Status ReadFineRowMap(const uint8_t* map, ChunkInfo* info) {
+  info->fine_rows.resize(static_cast<size_t>(info->tokens));
+  int64_t count = 0;
+  const int64_t bits = static_cast<int64_t>(FineRowMapBytes(info->tokens)) * 8;
+  for (int64_t t = 0; t < bits; ++t) {
+    const uint8_t bit = (map[t / 8] >> (t % 8)) & 1;
+    if (bit == 0) continue;
+    if (t < info->sink_rows || t >= info->tokens) {
+      return Status::CorruptData("chunk header: fine-row map marks " + std::string(t < info->sink_rows ? "sink row " : "padding bit ") +
+                                 std::to_string(t));
+    }
+    info->fine_rows[static_cast<size_t>(t)] = 1;
+    ++count;
+  }
+  if (count == 0) return Status::CorruptData("chunk header: fine-rows flag set but the fine-row map is empty");
+  return Status::Ok();
+}
+
 const char* TensorName(uint8_t t) { return t == 0 ? "keys" : t == 1 ? "values" : t == 2 ? "tokens" : "?"; }
 
 }  // namespace
@@ -61,8 +81,8 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
   }
   KVSTREAM_RETURN_IF_ERROR(in.Need(kChunkFixedHeaderBytes - 8, "fixed header"));
   // Zero-initialised: the reads below cannot fail after Need(), but GCC's -O1 cannot see that.
-  uint8_t level_byte = 0, scheme = 0, source_dtype = 0, stored_dtype = 0, flags = 0, sink_rows = 0;
-  uint16_t reserved16 = 0;
+  uint8_t level_byte = 0, scheme = 0, source_dtype = 0, stored_dtype = 0, flags = 0, sink_rows = 0, fine_level = 0;
+  uint8_t reserved8 = 0;
   uint32_t layers = 0, tokens = 0, channels = 0, segment_count = 0;
   uint64_t token_begin = 0, reserved64 = 0;
   KVSTREAM_RETURN_IF_ERROR(in.U8(&level_byte, "level"));
@@ -71,7 +91,8 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
   KVSTREAM_RETURN_IF_ERROR(in.U8(&stored_dtype, "stored dtype"));
   KVSTREAM_RETURN_IF_ERROR(in.U8(&flags, "flags"));
   KVSTREAM_RETURN_IF_ERROR(in.U8(&sink_rows, "sink rows"));
-  KVSTREAM_RETURN_IF_ERROR(in.U16(&reserved16, "reserved"));
+  KVSTREAM_RETURN_IF_ERROR(in.U8(&fine_level, "fine level"));
+  KVSTREAM_RETURN_IF_ERROR(in.U8(&reserved8, "reserved"));
   KVSTREAM_RETURN_IF_ERROR(in.U32(&layers, "layers"));
   KVSTREAM_RETURN_IF_ERROR(in.U32(&tokens, "tokens"));
   KVSTREAM_RETURN_IF_ERROR(in.U32(&channels, "channels"));
@@ -102,11 +123,23 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
   } else if (stored_dtype != 0) {
     return Status::CorruptData("chunk header: stored dtype = " + std::to_string(stored_dtype) + " for level " + LevelName(info.level));
   }
-  if ((flags & ~kChunkFlagInChunkTables) != 0 || (!lossy && flags != 0)) {
+  if ((flags & ~(kChunkFlagInChunkTables | kChunkFlagFineRows)) != 0 || (!lossy && flags != 0)) {
     return Status::CorruptData("chunk header: flags = " + std::to_string(flags) + " has unknown bits for level " + LevelName(info.level));
   }
   info.in_chunk_tables = (flags & kChunkFlagInChunkTables) != 0;
-  if (reserved16 != 0 || reserved64 != 0) return Status::CorruptData("chunk header: reserved bytes are not zero");
+  const bool fine_rows = (flags & kChunkFlagFineRows) != 0;
+  if (fine_rows && info.scheme != QuantScheme::kTransform && info.scheme != QuantScheme::kPredicted) {
+    return Status::CorruptData(std::string("chunk header: fine rows in a ") + QuantSchemeName(info.scheme) +
+                               " chunk (only transform and predicted chunks have them)");
+  }
+  if (fine_rows ? !(fine_level >= 1 && fine_level < info.level) : fine_level != 0) {
+    return Status::CorruptData("chunk header: fine level = " + std::to_string(fine_level) +
+                               (fine_rows ? ", expected 1.." + std::to_string(info.level - 1) + " (finer than level " +
+                                                LevelName(info.level) + ")"
+                                          : " without the fine-rows flag"));
+  }
+  info.fine_level = fine_level;
+  if (reserved8 != 0 || reserved64 != 0) return Status::CorruptData("chunk header: reserved bytes are not zero");
   // Channel-uniform without in-chunk tables, transform and predicted need a profile; everything else must not
   // name one.
   const bool needs_profile = lossy && info.scheme != QuantScheme::kCacheGenToken && !info.in_chunk_tables;
@@ -156,11 +189,14 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
     return Status::CorruptData("chunk header: total bytes = " + std::to_string(info.total_bytes) + " but the buffer holds " +
                                std::to_string(size));
   }
-  // segment_count <= 2 * max_layers, so this cannot overflow.
-  const uint64_t header_bytes = kChunkFixedHeaderBytes + uint64_t{kSegmentEntryBytes} * segment_count + 4;
+  // segment_count <= 2 * max_layers and tokens <= max_tokens, so this cannot overflow.
+  const uint64_t index_end = kChunkFixedHeaderBytes + uint64_t{kSegmentEntryBytes} * segment_count;
+  const uint64_t map_bytes = fine_rows ? FineRowMapBytes(info.tokens) : 0;
+  const uint64_t header_bytes = index_end + map_bytes + 4;
   if (header_bytes > size) {
-    return Status::CorruptData("chunk header: segment index of " + std::to_string(segment_count) + " entries needs " +
-                               std::to_string(header_bytes) + " bytes but the chunk has " + std::to_string(size));
+    return Status::CorruptData("chunk header: segment index of " + std::to_string(segment_count) + " entries" +
+                               (fine_rows ? " and fine-row map" : "") + " need " + std::to_string(header_bytes) +
+                               " bytes but the chunk has " + std::to_string(size));
   }
   uint32_t stored_crc = 0;
   std::memcpy(&stored_crc, data + header_bytes - 4, 4);
@@ -169,7 +205,8 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
     return Status::CorruptData("chunk header: CRC32C " + std::to_string(crc) + " does not match stored " + std::to_string(stored_crc));
   }
   info.header_bytes = static_cast<uint32_t>(header_bytes);
-  ByteReader idx(data + kChunkFixedHeaderBytes, header_bytes - 4 - kChunkFixedHeaderBytes, "segment index");
+  if (fine_rows) KVSTREAM_RETURN_IF_ERROR(ReadFineRowMap(data + index_end, &info));
+  ByteReader idx(data + kChunkFixedHeaderBytes, index_end - kChunkFixedHeaderBytes, "segment index");
   info.segments.resize(segment_count);
   uint64_t expected_offset = header_bytes;
   for (uint32_t i = 0; i < segment_count; ++i) {

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <functional>
 #include <string>
 #include <vector>
@@ -44,6 +45,9 @@ struct ChunkInput {
   TensorView values;
   int64_t token_begin = 0;                // position of the chunk's first token in its context
   const int32_t* token_ids = nullptr;     // the chunk's token ids (tokens of them); required for kLevelText
+  // How much attention each token received (tokens of them, higher = more), e.g. KvCache::Importance:
+  // what EncodeOptions::fine_min_importance compares with.
+  const float* importance = nullptr;
 };
 
 // What the entropy stage of an encoded chunk cost, summed over its lossy segments (zero for fp16, int8
@@ -64,6 +68,13 @@ struct EncodeOptions {
   // compact tables of its own (a few hundred bytes per layer and K/V). Must match the chunk's shape.
   const Profile* profile = nullptr;
   QuantScheme scheme = QuantScheme::kChannelUniform;  // ignored by fp16, int8 and text
+  // Fine rows (transform and predicted schemes only; ignored by the others and when fine_level is not
+  // finer than level): the coded tokens whose ChunkInput::importance (required then) is at least
+  // fine_min_importance are coded at fine_level. Errors in the few tokens attention concentrates on cost
+  // the most, so this buys more quality per bit than a finer level everywhere (docs/rate-distortion.md,
+  // "Fine rows"). FineRowsThreshold picks the value for a share of a context's tokens. Infinity: none.
+  float fine_min_importance = std::numeric_limits<float>::infinity();
+  Level fine_level = 2;
   int threads = 1;                        // segments encoded concurrently; 1 = the calling thread only
   ParallelFor parallel_for;               // if set, used instead of starting `threads` std::threads
   EncodeStats* stats = nullptr;           // if set, overwritten with the chunk's entropy-stage figures
@@ -111,13 +122,21 @@ struct ChunkInfo {
   int64_t channels = 0;
   int64_t token_begin = 0;
   int64_t sink_rows = 0;                  // channel-uniform: leading tokens (positions < 4) stored as exact fp16
+  Level fine_level = 0;                   // 0, or the finer level of the fine rows
+  std::vector<uint8_t> fine_rows;         // empty, or per token 1 if coded at fine_level, else 0
   uint64_t profile_hash = 0;              // 0 when no profile is referenced
   uint64_t total_bytes = 0;
-  uint32_t header_bytes = 0;              // fixed header + segment index + its CRC
+  uint32_t header_bytes = 0;              // fixed header + segment index + fine-row map + CRC
   std::vector<SegmentInfo> segments;
 };
 
 Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOptions& options);
+
+// The fine_min_importance that selects `fraction` (in [0, 1]) of a context's tokens, `importance` holding
+// one value per position from 0: the value of the round(fraction x n)-th most important of its n tokens at
+// positions >= 4 (those before are stored exactly anyway; NaN counts as least important). Infinity when
+// that is no token.
+float FineRowsThreshold(const float* importance, int64_t tokens, double fraction);
 
 // Decodes a chunk into keys_out and values_out, host views of any dtype and strides whose shape must be
 // [layers][tokens][channels] of the chunk (an error names the dimension that differs). A text-level chunk

@@ -65,6 +65,10 @@ struct KvCache {
   int capacity = 0;
   std::vector<float> k;  // layers * capacity * kv_dim
   std::vector<float> v;
+  // Attention each position has received from the queries run through Forward so far, summed over
+  // layers and query heads, and the same sum had every query spread its attention evenly over the
+  // positions it sees (capacity entries each; Allocate zeroes them).
+  std::vector<double> attention, uniform_attention;
 
   static KvCache Allocate(const ModelConfig& config, int capacity);
   // Views of the first `tokens` positions (strides cover `capacity`).
@@ -72,6 +76,10 @@ struct KvCache {
   TensorView values();
   TensorView keys() const;
   TensorView values() const;
+  // Per position < tokens: attention / uniform_attention, how many times its even share of attention the
+  // position received (0 where no query has seen it). Attention concentrates on few tokens (the first,
+  // separators, the most recent), whose KV errors cost the most: the codec's fine rows rank tokens by this.
+  std::vector<float> Importance() const;
 };
 
 struct LoadOptions {

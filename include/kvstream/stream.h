@@ -36,6 +36,9 @@ struct ContextSpec {
   TensorView keys;
   TensorView values;
   std::vector<int32_t> token_ids;
+  // Per token, how much attention it received in the prefill (KvCache::Importance): what the sender's
+  // fine rows rank tokens by. Empty: no fine rows for this context.
+  std::vector<float> importance;
   std::shared_ptr<const void> owner;
 };
 
@@ -57,6 +60,11 @@ struct SenderOptions {
   // a profile learned with a transform) or kPredicted (smaller still, slower again; needs a profile learned
   // with a prediction). The manifest advertises the scheme's measured quality.
   QuantScheme scheme = QuantScheme::kChannelUniform;
+  // Transform and predicted levels code this fraction of each context's tokens, those that received the
+  // most attention (ContextSpec::importance), at fine_level (EncodeOptions::fine_min_importance): smaller
+  // at equal quality (docs/rate-distortion.md, "Fine rows"). 0: none.
+  double fine_fraction = 0.0;
+  Level fine_level = 2;
   // Encoded chunks kept in memory across all contexts; the rest are re-encoded when asked for.
   uint64_t cache_bytes = uint64_t{512} << 20;
   int encode_threads = 1;                 // threads encoding chunks on demand

@@ -1,5 +1,6 @@
 // Rewriting a chunk's CRC32Cs after a test mutates it, so that the mutation reaches the field checks and
-// the decoder behind them (docs/format.md: the header CRC covers the fixed header and the index).
+// the decoder behind them (docs/format.md: the header CRC covers the fixed header, the index and the
+// fine-row map).
 #pragma once
 
 #include <cstdint>
@@ -11,9 +12,11 @@
 namespace kvstream::testing {
 
 inline uint32_t HeaderBytes(const std::vector<uint8_t>& b) {
-  uint32_t segments;
+  uint32_t segments, tokens;
   std::memcpy(&segments, b.data() + 28, 4);
-  return 64 + 24 * segments + 4;
+  std::memcpy(&tokens, b.data() + 20, 4);
+  const uint32_t map = (b[12] & 0x02) != 0 ? (tokens + 7) / 8 : 0;  // the fine-row map
+  return 64 + 24 * segments + map + 4;
 }
 
 inline void FixHeaderCrc(std::vector<uint8_t>* b) {

@@ -14,6 +14,7 @@
 
 #include "codec/common/key_rotation.h"
 #include "codec/common/rans.h"
+#include "chunk_crcs.h"
 #include "common/half.h"
 #include "kv_fixture.h"
 #include "kvstream/codec.h"
@@ -236,6 +237,31 @@ void ExpectTruncatedAndFlippedChunksRefused(const KvCache& cache, Encode encode,
     flipped[rng() % flipped.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
     EXPECT_FALSE(DecodeChunk(flipped.data(), flipped.size(), o, dk.view, dv.view).ok()) << i;
   }
+}
+
+// `mutations` copies of `good` with 1-4 payload bytes overwritten at random and every CRC fixed, so the
+// changes reach the decoder: each decodes (two threads, fp16) or fails cleanly (the sanitizers watch
+// memory), and some fail.
+inline void ExpectMutationsBehindValidCrcsDecodeOrFail(const std::vector<uint8_t>& good, const Profile& profile,
+                                                       uint32_t seed, int mutations) {
+  auto info = InspectChunk(good.data(), good.size());
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  const uint32_t header = HeaderBytes(good);
+  Tensor dk(DType::kF16, info->layers, info->tokens, info->channels, Layout::kDense), dv = dk;
+  DecodeOptions o;
+  o.profile = &profile;
+  o.threads = 2;
+  std::mt19937 rng(seed);
+  int failures = 0;
+  for (int i = 0; i < mutations; ++i) {
+    std::vector<uint8_t> b = good;
+    for (int edits = 1 + static_cast<int>(rng() % 4); edits > 0; --edits) {
+      b[header + rng() % (b.size() - header)] = static_cast<uint8_t>(rng());
+    }
+    FixAllCrcs(&b);
+    failures += !DecodeChunk(b.data(), b.size(), o, dk.view, dv.view).ok();
+  }
+  EXPECT_GT(failures, 0);
 }
 
 }  // namespace kvstream::testing

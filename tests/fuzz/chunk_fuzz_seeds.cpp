@@ -77,21 +77,33 @@ int main(int argc, char** argv) {
       auto chunk = EncodeChunk(in, eo);
       if (!chunk.ok()) return Fail(chunk.status());
       emit("chunk_" + LevelName(level) + "_profile", 0x03, *chunk);
+      // The fuzz profile's sections are made up: check that its chunks decode before seeding with them.
+      const auto decodes = [&](const std::vector<uint8_t>& bytes) {
+        std::vector<float> k(static_cast<size_t>(in.keys.numel())), v(k.size());
+        DecodeOptions decode;
+        decode.profile = fuzz_profile;
+        return DecodeChunk(bytes.data(), bytes.size(), decode,
+                           TensorView::Dense(k.data(), DType::kF32, in.keys.layers(), tokens, in.keys.channels()),
+                           TensorView::Dense(v.data(), DType::kF32, in.keys.layers(), tokens, in.keys.channels()));
+      };
+      const std::vector<float> importance = cache.Importance();
       for (QuantScheme scheme : {QuantScheme::kTransform, QuantScheme::kPredicted}) {
         eo.scheme = scheme;
         auto transformed = EncodeChunk(in, eo);
         if (!transformed.ok()) return Fail(transformed.status());
-        // The fuzz profile's sections are made up: check that its chunks decode before seeding with them.
-        std::vector<float> k(static_cast<size_t>(in.keys.numel())), v(k.size());
-        DecodeOptions decode;
-        decode.profile = fuzz_profile;
-        if (Status st = DecodeChunk(transformed->data(), transformed->size(), decode,
-                                    TensorView::Dense(k.data(), DType::kF32, in.keys.layers(), tokens, in.keys.channels()),
-                                    TensorView::Dense(v.data(), DType::kF32, in.keys.layers(), tokens, in.keys.channels()));
-            !st.ok()) {
-          return Fail(st);
-        }
+        if (Status st = decodes(*transformed); !st.ok()) return Fail(st);
         emit("chunk_" + LevelName(level) + "_" + QuantSchemeName(scheme), 0x03, *transformed);
+        if (level == 1) continue;
+        // Half of the rows at level 1 (the fine-row map and the second stream of every segment).
+        ChunkInput with_importance = in;
+        with_importance.importance = importance.data();
+        EncodeOptions fine = eo;
+        fine.fine_level = 1;
+        fine.fine_min_importance = FineRowsThreshold(importance.data(), tokens, 0.5);
+        auto with_fine = EncodeChunk(with_importance, fine);
+        if (!with_fine.ok()) return Fail(with_fine.status());
+        if (Status st = decodes(*with_fine); !st.ok()) return Fail(st);
+        emit("chunk_" + LevelName(level) + "_" + QuantSchemeName(scheme) + "_fine", 0x03, *with_fine);
       }
       // A chunk at the context's start carries sink rows (exact fp16) ahead of its symbols.
       ChunkInput at_start = in;

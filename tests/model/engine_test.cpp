@@ -101,6 +101,39 @@ TEST(KvImport, PrefillInTwoHalvesEqualsPrefillAtOnce) {
   }
 }
 
+// KvCache::attention holds, per position, the attention probabilities every query gave it (each query's
+// sum to 1 in every layer and head), uniform_attention the even share; both add up across Forward calls,
+// so a token-by-token run accumulates what one batch does.
+TEST(KvCache, AttentionReceivedAddsUpOverQueriesAndCalls) {
+  auto model = LoadOrDie("stories260K");
+  ASSERT_TRUE(model);
+  const std::vector<int> tokens = model->tokenizer().Encode(
+      "Lily and Ben went to the park. They saw a big dog and a small cat. The dog was friendly.", true);
+  const int n = static_cast<int>(tokens.size());
+  const double heads = static_cast<double>(model->config().n_layers) * model->config().n_heads;
+  KvCache whole = KvCache::Allocate(model->config(), n);
+  ASSERT_TRUE(model->Forward(tokens, whole, nullptr).ok());
+  double received = 0, uniform = 0;
+  for (int t = 0; t < n; ++t) {
+    received += whole.attention[static_cast<size_t>(t)];
+    uniform += whole.uniform_attention[static_cast<size_t>(t)];
+  }
+  EXPECT_NEAR(received, n * heads, 1e-3 * n * heads);
+  EXPECT_NEAR(uniform, n * heads, 1e-9 * n * heads);
+  // The last position is seen by one query per layer and head, evenly: its share is 1 / n of each.
+  EXPECT_NEAR(whole.uniform_attention[static_cast<size_t>(n - 1)], heads / n, 1e-12);
+  KvCache step = KvCache::Allocate(model->config(), n);
+  for (int t = 0; t < n; ++t) ASSERT_TRUE(model->Forward({tokens[t]}, step, nullptr).ok());
+  const std::vector<float> importance = whole.Importance(), stepped = step.Importance();
+  ASSERT_EQ(importance.size(), static_cast<size_t>(n));
+  for (int t = 0; t < n; ++t) {
+    EXPECT_NEAR(stepped[t], importance[t], 1e-3 * importance[t]) << t;
+    EXPECT_GT(importance[t], 0.0f) << t;
+  }
+  // Attention is not even: some token gets several times its share.
+  EXPECT_GT(*std::max_element(importance.begin(), importance.end()), 2.0f);
+}
+
 TEST(Forward, RejectsBadArguments) {
   auto model = LoadOrDie("stories260K");
   ASSERT_TRUE(model);

@@ -178,6 +178,7 @@ void FetchTest::CheckTransformScheme(QuantScheme scheme) {
 
   SenderOptions so = TestSenderOptions();
   so.scheme = scheme;
+  so.fine_fraction = 0.1;  // of the context's tokens, at level 2 inside level 3
   auto no_profile = Sender::Start(so);
   ASSERT_FALSE(no_profile.ok());
   EXPECT_EQ(no_profile.status().code(), StatusCode::kInvalidArgument) << no_profile.status().ToString();
@@ -210,7 +211,10 @@ void FetchTest::CheckTransformScheme(QuantScheme scheme) {
   FixedLevelPolicy policy(3);
   auto result = (*receiver)->Fetch("gpl", got.keys, got.values, 10.0, policy);
   ASSERT_TRUE(result.ok()) << result.status().ToString();
-  EXPECT_TRUE(SameBytes(got, LocalDecode(kv, 3, profile.get(), scheme)));
+  const std::vector<float> importance = kv.cache.Importance();
+  const float fine = FineRowsThreshold(importance.data(), static_cast<int64_t>(importance.size()), so.fine_fraction);
+  EXPECT_TRUE(SameBytes(got, LocalDecode(kv, 3, profile.get(), scheme, fine)));
+  EXPECT_FALSE(SameBytes(got, LocalDecode(kv, 3, profile.get(), scheme))) << "the sender coded no fine rows";
 }
 
 TEST_F(FetchTest, TextChunksAreRecomputedWithTheReceiversModel) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@ inline ContextSpec SpecOf(const RealKv& kv) {
   spec.keys = kv.cache.keys();
   spec.values = kv.cache.values();
   spec.token_ids.assign(kv.tokens.begin(), kv.tokens.end());
+  spec.importance = kv.cache.Importance();
   return spec;
 }
 
@@ -60,9 +62,11 @@ struct Destination {
   explicit Destination(const RealKv& kv) : Destination(kv.cache.layers, kv.cache.tokens, kv.cache.kv_dim) {}
 };
 
-// What a local encode + decode at `level` gives, chunk by chunk: the bytes a fetch must reproduce.
+// What a local encode + decode at `level` gives, chunk by chunk (the tokens of at least fine_min_importance
+// as fine rows at level 2): the bytes a fetch must reproduce.
 inline Destination LocalDecode(const RealKv& kv, Level level, const Profile* profile = nullptr,
-                               QuantScheme scheme = QuantScheme::kChannelUniform) {
+                               QuantScheme scheme = QuantScheme::kChannelUniform,
+                               float fine_min_importance = std::numeric_limits<float>::infinity()) {
   Destination d(kv);
   const ContextSpec spec = SpecOf(kv);
   for (int64_t begin = 0; begin < kv.cache.tokens; begin += kChunkTokens) {
@@ -77,10 +81,12 @@ inline Destination LocalDecode(const RealKv& kv, Level level, const Profile* pro
     in.keys = slice(spec.keys);
     in.values = slice(spec.values);
     in.token_begin = begin;
+    in.importance = spec.importance.data() + begin;
     EncodeOptions eo;
     eo.level = level;
     eo.profile = profile;
     eo.scheme = scheme;
+    eo.fine_min_importance = fine_min_importance;
     auto bytes = EncodeChunk(in, eo);
     EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
     DecodeOptions dopt;
