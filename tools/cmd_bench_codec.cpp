@@ -188,7 +188,7 @@ KVSTREAM_REGISTER_COMMAND(bench_codec, {
     "  --predict                learn the transform and predicted schemes and add both's rows (method\n"
     "                           kvstream-predicted); the profile then learns from 4096 tokens, not 2048\n"
     "  --fine-fraction F        also measure the transform and predicted levels coarser than --fine-level\n"
-    "                           with the fraction F of each chunk's tokens, those that received the most\n"
+    "                           with the fraction F of the context's tokens, those that received the most\n"
     "                           attention in the prefill, coded at --fine-level (methods\n"
     "                           kvstream-transform+fine, kvstream-predicted+fine; default 0: not)\n"
     "  --fine-level L           the fine rows' level (default 2)\n"

@@ -30,6 +30,9 @@ Status RunProfile(const Args& args) {
   if (chunk_tokens < 1 || chunk_tokens > 65536) return Status::InvalidArgument("--chunk-tokens must be in 1..65536");
   if (eval_tokens < 1 || eval_tokens > 65536) return Status::InvalidArgument("--eval-tokens must be in 1..65536");
   const bool measure = args.Has("measure");
+  double fine_fraction = 0;
+  Level fine_level = 0;
+  KVSTREAM_RETURN_IF_ERROR(ParseFineRows(args, &fine_fraction, &fine_level));
 
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelFromArgs(args));
   KVSTREAM_ASSIGN_OR_RETURN(std::vector<int> ids, TokenizeFile(*model, args.GetString("text", kDefaultText)));
@@ -94,12 +97,13 @@ Status RunProfile(const Args& args) {
   }
   for (QuantScheme scheme : {QuantScheme::kTransform, QuantScheme::kPredicted}) {
     if (!learned->Supports(scheme)) continue;
-    std::printf("%s scheme (kvstream encode --scheme %s), same held-out context:\n", QuantSchemeName(scheme),
-                QuantSchemeName(scheme));
+    std::printf("%s scheme (kvstream encode --scheme %s --fine-fraction %g), same held-out context:\n",
+                QuantSchemeName(scheme), QuantSchemeName(scheme), fine_fraction);
     std::printf("  level  bits/value%s\n", measure ? "           top1     ppl-delta%  kl-mean" : "");
     for (const LevelSpec& spec : learned->ladder()) {
-      const auto codec = bench::MakeCodecTransform(bench::MakeKvstreamLevelCodec(learned, spec.level, scheme),
-                                                   static_cast<int>(chunk_tokens));
+      // Coded as a sender with the same fine rows serves them, so that what it advertises is what it sends.
+      const auto codec = bench::MakeCodecTransform(
+          bench::MakeKvstreamLevelCodec(learned, spec.level, scheme, {fine_fraction, fine_level}), static_cast<int>(chunk_tokens));
       KvCache cache = meter.context_cache();
       LevelQuality q;
       KVSTREAM_ASSIGN_OR_RETURN(q.bits_per_value, codec->Apply(cache));
@@ -128,7 +132,8 @@ KVSTREAM_REGISTER_COMMAND(profile, {
     "learn a model's codec profile (level ladder, quantisation parameters, entropy tables)",
     "usage: kvstream profile --model M --out PROFILE [--text FILE] [--contexts N] [--context-tokens T]\n"
     "                        [--max-tables K] [--channel-exponent A] [--chunk-tokens C] [--eval-tokens E]\n"
-    "                        [--transform] [--predict] [--measure] [--tokenizer PATH] [--threads N]\n\n"
+    "                        [--transform] [--predict] [--fine-fraction F] [--fine-level L] [--measure]\n"
+    "                        [--tokenizer PATH] [--threads N]\n\n"
     "Prefills N windows of T tokens of the text, learns per (layer, K/V, channel) means and steps and a bank\n"
     "of K rANS tables per level from their KV, then encodes the next window (held out) at every level, with\n"
     "the profile and with in-chunk tables, and prints the bits per value. --measure also scores the E tokens\n"
@@ -153,12 +158,15 @@ KVSTREAM_REGISTER_COMMAND(profile, {
     "                         predicted): per (layer, K/V) a linear prediction from the previous layer's\n"
     "                         keys and values (values also from this layer's keys) and a basis of the\n"
     "                         residual; adds about 7 x layers x channels^2 int16 (15 MB for SmolLM2) and\n"
-    "                         wants several thousand sample tokens (e.g. --contexts 8 --context-tokens 512)\n"
+    "                         wants several thousand sample tokens (e.g. --contexts 8 --context-tokens 512)\n" +
+        FineRowsHelp(25) +
+    "                         (the transform and predicted levels are sized and measured so, as a sender\n"
+    "                         with the same fine rows serves them)\n"
     "  --measure              measure and record each level's quality (top-1 agreement, ppl, KL)\n"
     "  --tokenizer PATH       tokenizer overriding the one found with the model\n"
     "  --threads N            OpenBLAS threads for the forward pass (default 0 = all cores)",
     {"model", "out", "text", "contexts", "context-tokens", "max-tables", "channel-exponent", "chunk-tokens", "eval-tokens",
-     "tokenizer", "threads"},
+     "tokenizer", "threads", "fine-fraction", "fine-level"},
     {"measure", "transform", "predict"},
     RunProfile,
 });

@@ -79,7 +79,7 @@ inline std::string FineRowsHelp(int indent) {
   };
   const std::string pad(static_cast<size_t>(indent), ' ');
   return flag("--fine-fraction F") + "transform and predicted levels coarser than --fine-level code the\n" + pad +
-         "fraction F of each chunk's tokens, those that received the most attention in the\n" + pad +
+         "fraction F of the context's tokens, those that received the most attention in the\n" + pad +
          "prefill, at --fine-level: smaller at equal quality (default 0.08; 0: none)\n" + flag("--fine-level L") +
          "the fine rows' level (default 2)\n";
 }
