@@ -72,11 +72,21 @@ class RansModel {
   std::vector<double> cost_;     // 256
 };
 
+// The states of a stream's lanes, where chained streams meet (docs/rans.md, "Chained streams"): a stream
+// may end in the states the next stream starts from, which then stores none of its own.
+struct RansLanes {
+  uint32_t state[kRansLanes];
+};
+
 // Appends the rANS stream of symbols[0, n) to *out; symbol i uses models[i % period]. Fails with
 // InvalidArgument (naming the index, the symbol and the model) if a symbol has frequency 0 in its model.
-// On failure *out keeps its previous contents. n == 0 appends nothing.
+// On failure *out keeps its previous contents. n == 0 appends nothing (unless end_states is set).
+// Chaining (both null: a plain stream): `end_states`, the next stream's start states (its RansEncode's
+// start_states), are where this stream's decoder ends instead of 2^16, and its header stores all
+// kRansLanes states; with `start_states` set, the stream has no header and its decoder's start states are
+// returned there instead.
 Status RansEncode(const uint8_t* symbols, size_t n, const RansModel* const* models, size_t period,
-                  std::vector<uint8_t>* out);
+                  std::vector<uint8_t>* out, const RansLanes* end_states = nullptr, RansLanes* start_states = nullptr);
 
 // Decodes exactly n symbols from data[0, size) into out[0, n). Never reads outside data: a stream that is
 // too short, has bytes left over, starts from an invalid state or ends in the wrong final state gives
@@ -87,7 +97,9 @@ Status RansEncode(const uint8_t* symbols, size_t n, const RansModel* const* mode
 Status RansDecode(const uint8_t* data, size_t size, const RansModel* const* models, size_t period,
                   uint8_t* out, size_t n);
 
-// The arguments of one RansDecode call.
+// The arguments of one RansDecode call, and for chained streams (RansEncode) where the stream starts
+// (start_states: no header) or ends (end_states: written there instead of checked to be 2^16; the header
+// has all kRansLanes states).
 struct RansDecodeJob {
   const uint8_t* data = nullptr;
   size_t size = 0;
@@ -95,6 +107,8 @@ struct RansDecodeJob {
   size_t period = 0;
   uint8_t* out = nullptr;
   size_t n = 0;
+  const RansLanes* start_states = nullptr;
+  RansLanes* end_states = nullptr;
 };
 
 // Decodes n <= kRansMaxTogether independent streams together, with exactly the results and errors of n

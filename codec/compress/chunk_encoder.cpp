@@ -87,31 +87,37 @@ struct SegmentStream {
 // Writes each stream's u32 stream bytes and u32 escape count (one stream, or with fine rows the rows at
 // the chunk's level then the fine rows), the sink rows, `params`, then each stream and its escapes, and
 // records the entropy stage's cost in *stats (if not null; the ideal size costs a pass over the symbols).
+// A stream after the first continues from the states the one before ends in (docs/rans.md, "Chained
+// streams"), so only the first stores its lanes' states: they are coded last to first.
 Status FinishLossySegment(const std::vector<uint16_t>& sinks, const std::vector<uint8_t>& params,
                           std::initializer_list<SegmentStream> streams, std::vector<uint8_t>* out, EncodeStats* stats) {
+  const size_t n = streams.size();
+  std::vector<std::vector<uint8_t>> coded(n);
+  codec::RansLanes handover;
+  for (size_t i = n; i-- > 0;) {
+    const SegmentStream& st = streams.begin()[i];
+    const codec::Symbols& s = st.symbols;
+    if (s.escapes.size() > std::numeric_limits<uint32_t>::max()) return Status::ResourceExhausted("segment exceeds 4 GiB");
+    KVSTREAM_RETURN_IF_ERROR(codec::RansEncode(s.symbols.data(), s.symbols.size(), st.models.data(), st.models.size(),
+                                               &coded[i], i + 1 < n ? &handover : nullptr, i > 0 ? &handover : nullptr));
+    if (coded[i].size() > std::numeric_limits<uint32_t>::max()) return Status::ResourceExhausted("segment exceeds 4 GiB");
+  }
   ByteWriter w(out);
-  std::vector<size_t> stream_bytes_at;
-  for (const SegmentStream& st : streams) {
-    if (st.symbols.escapes.size() > std::numeric_limits<uint32_t>::max()) return Status::ResourceExhausted("segment exceeds 4 GiB");
-    stream_bytes_at.push_back(out->size());
-    w.U32(0);  // the stream's size, known once it is coded into place
-    w.U32(static_cast<uint32_t>(st.symbols.escapes.size()));
+  for (size_t i = 0; i < n; ++i) {
+    w.U32(static_cast<uint32_t>(coded[i].size()));
+    w.U32(static_cast<uint32_t>(streams.begin()[i].symbols.escapes.size()));
   }
   w.Raw(sinks.data(), sinks.size() * 2);
   w.Raw(params.data(), params.size());
   if (stats) *stats = EncodeStats{};
-  size_t i = 0;
-  for (const SegmentStream& st : streams) {
+  for (size_t i = 0; i < n; ++i) {
+    const SegmentStream& st = streams.begin()[i];
     const codec::Symbols& s = st.symbols;
-    const size_t stream_at = out->size();
-    KVSTREAM_RETURN_IF_ERROR(codec::RansEncode(s.symbols.data(), s.symbols.size(), st.models.data(), st.models.size(), out));
-    const size_t stream_bytes = out->size() - stream_at;
-    if (stream_bytes > std::numeric_limits<uint32_t>::max()) return Status::ResourceExhausted("segment exceeds 4 GiB");
-    w.PatchU32(stream_bytes_at[i++], static_cast<uint32_t>(stream_bytes));
+    w.Raw(coded[i].data(), coded[i].size());
     w.Raw(s.escapes.data(), s.escapes.size() * 2);
     if (stats) {
       stats->coded_symbols += s.symbols.size();
-      stats->coded_bits += 8.0 * static_cast<double>(stream_bytes);
+      stats->coded_bits += 8.0 * static_cast<double>(coded[i].size());
       stats->ideal_bits += codec::RansIdealBits(s.symbols.data(), s.symbols.size(), st.models.data(), st.models.size());
       stats->escapes += s.escapes.size();
     }

@@ -16,9 +16,29 @@ inline uint32_t MulHi64(uint32_t x, uint64_t rcp) {
 }  // namespace
 
 Status RansEncode(const uint8_t* symbols, size_t n, const RansModel* const* models, size_t period,
-                  std::vector<uint8_t>* out) {
+                  std::vector<uint8_t>* out, const RansLanes* end_states, RansLanes* start_states) {
+  constexpr size_t kLanes = kRansLanes;
   if (out == nullptr) return Status::InvalidArgument("rANS encode: null output");
-  if (n == 0) return Status::Ok();
+  uint32_t state[kLanes];
+  for (size_t j = 0; j < kLanes; ++j) state[j] = end_states ? end_states->state[j] : kRansStateLow;
+  // The decoder's start states: returned (chained), or the header of every lane that can differ from 2^16.
+  const auto finish = [&](const uint8_t* words, size_t word_bytes) {
+    if (start_states) {
+      std::memcpy(start_states->state, state, sizeof state);
+    } else {
+      const size_t lanes = end_states ? kLanes : (n < kLanes ? n : kLanes);
+      uint8_t states[4 * kLanes];
+      for (size_t j = 0; j < lanes; ++j) {
+        for (int b = 0; b < 4; ++b) states[4 * j + b] = static_cast<uint8_t>(state[j] >> (8 * b));
+      }
+      out->insert(out->end(), states, states + 4 * lanes);
+    }
+    out->insert(out->end(), words, words + word_bytes);
+  };
+  if (n == 0) {
+    finish(nullptr, 0);
+    return Status::Ok();
+  }
   if (symbols == nullptr || models == nullptr || period == 0) {
     return Status::InvalidArgument("rANS encode: null symbols or models, or period 0 (period = " +
                                    std::to_string(period) + ")");
@@ -29,18 +49,12 @@ Status RansEncode(const uint8_t* symbols, size_t n, const RansModel* const* mode
     tables[m] = models[m]->encode_table();
   }
 
-  constexpr size_t kLanes = kRansLanes;
-  const size_t lanes_used = n < kLanes ? n : kLanes;
-  const size_t header = 4 * lanes_used;
   // The words are emitted backwards into scratch space (left uninitialised: zeroing it cost as much as a
   // tenth of the encode), then appended to *out after the states. Every symbol emits at most one word;
   // two spare bytes below the words absorb the unconditional store of the branch-free renormalisation.
   const std::unique_ptr<uint8_t[]> scratch = std::make_unique_for_overwrite<uint8_t[]>(2 + 2 * n);
   uint8_t* const end = scratch.get() + 2 + 2 * n;
   uint8_t* ptr = end;
-
-  uint32_t state[kLanes];
-  for (auto& x : state) x = kRansStateLow;
 
   // Backwards over the symbols: the decoder reads words in the reverse order of their emission, so it
   // sees, within each group of kLanes symbols, the words of lanes 0, 1, ... in that order.
@@ -67,12 +81,7 @@ Status RansEncode(const uint8_t* symbols, size_t n, const RansModel* const* mode
     state[i % kLanes] = x + e.bias + q * e.cmpl_freq;
   }
 
-  uint8_t states[4 * kLanes];
-  for (size_t j = 0; j < lanes_used; ++j) {
-    for (int b = 0; b < 4; ++b) states[4 * j + b] = static_cast<uint8_t>(state[j] >> (8 * b));
-  }
-  out->insert(out->end(), states, states + header);
-  out->insert(out->end(), ptr, end);
+  finish(ptr, static_cast<size_t>(end - ptr));
   return Status::Ok();
 }
 

@@ -360,11 +360,16 @@ class SegmentDecoder {
   static Status DecodeSymbols(std::optional<SegmentDecoder>* segments, size_t n, Status* rans) {
     codec::RansDecodeJob jobs[codec::kRansMaxTogether];
     for (size_t i = 0; i < n; ++i) KVSTREAM_RETURN_IF_ERROR(segments[i]->ParseLossy());
+    const bool fine = !segments[0]->info_.fine_rows.empty();
     for (CodedStream SegmentDecoder::*stream : {&SegmentDecoder::coded_, &SegmentDecoder::fine_}) {
-      if (stream == &SegmentDecoder::fine_ && segments[0]->info_.fine_rows.empty()) break;
+      if (stream == &SegmentDecoder::fine_ && !fine) break;
       for (size_t i = 0; i < n; ++i) {
-        CodedStream& c = (*segments[i]).*stream;
-        jobs[i] = {c.stream, c.stream_bytes, c.models.data(), c.models.size(), c.symbols.get(), c.symbol_count};
+        SegmentDecoder& seg = *segments[i];
+        CodedStream& c = seg.*stream;
+        // The fine stream continues from the states the other one ends in (docs/format.md, "Fine rows").
+        const bool first = stream == &SegmentDecoder::coded_;
+        jobs[i] = {c.stream, c.stream_bytes, c.models.data(), c.models.size(), c.symbols.get(), c.symbol_count,
+                   fine && !first ? &seg.handover_ : nullptr, fine && first ? &seg.handover_ : nullptr};
       }
       Status statuses[codec::kRansMaxTogether];
       codec::RansDecodeTogether(jobs, n, statuses);
@@ -501,6 +506,7 @@ class SegmentDecoder {
   codec::TableBank own_bank_;
   const uint8_t* sink_values_ = nullptr;
   CodedStream coded_, fine_;
+  codec::RansLanes handover_{};  // with fine rows: where coded_'s stream ends and fine_'s starts (0: it failed)
   // Transform and predicted: the coded rows' integer weights and escaped components (ComponentWeights).
   int64_t depth_ = 0;
   std::unique_ptr<int16_t[]> weights_;

@@ -83,11 +83,23 @@ class StreamDecoder {
 
   Status Start(const RansDecodeJob& job) {
     job_ = job;
-    if (job.n == 0) {
+    // The header: every lane's state when the stream ends in the next one's, none when it starts from the
+    // previous one's, else those of the lanes that code a symbol.
+    const size_t lanes_stored = job.start_states ? 0 : job.end_states ? kLanes : (job.n < kLanes ? job.n : kLanes);
+    if (job.n == 0 && lanes_stored == 0) {
       if (job.size != 0) return Status::CorruptData("rANS stream: " + std::to_string(job.size) + " bytes for 0 symbols");
-      return Status::Ok();
+      for (uint32_t& x : state_) x = kRansStateLow;
+      return job.start_states ? StartFrom(*job.start_states) : Status::Ok();
     }
-    if ((job.data == nullptr && job.size != 0) || job.out == nullptr || job.models == nullptr || job.period == 0) {
+    if (job.data == nullptr && job.size != 0) return Status::InvalidArgument("rANS decode: null data");
+    if (job.n == 0) {  // a chained stream of no symbols: its header is its end states
+      if (job.size != 4 * kLanes) {
+        return Status::CorruptData("rANS stream: " + std::to_string(job.size) + " bytes for 0 symbols, expected the " +
+                                   std::to_string(4 * kLanes) + "-byte header");
+      }
+      return LoadStates(job.data);
+    }
+    if (job.out == nullptr || job.models == nullptr || job.period == 0) {
       return Status::InvalidArgument("rANS decode: null data, output or models, or period 0 (period = " +
                                      std::to_string(job.period) + ")");
     }
@@ -96,8 +108,7 @@ class StreamDecoder {
       if (job.models[m] == nullptr) return Status::InvalidArgument("rANS decode: model " + std::to_string(m) + " is null");
       tables_[m] = job.models[m]->decode_table();
     }
-    const size_t lanes_used = job.n < kLanes ? job.n : kLanes;
-    const size_t header = 4 * lanes_used;
+    const size_t header = 4 * lanes_stored;
     if (job.size < header) {
       return Status::CorruptData("rANS stream: size " + std::to_string(job.size) + " bytes, shorter than the " +
                                  std::to_string(header) + "-byte header of " + std::to_string(job.n) + " symbols");
@@ -106,15 +117,10 @@ class StreamDecoder {
       return Status::CorruptData("rANS stream: size " + std::to_string(job.size) +
                                  " bytes leaves an odd number of bytes after the header");
     }
-    for (size_t j = 0; j < kLanes; ++j) {
-      state_[j] = kRansStateLow;  // unused lanes (n < kLanes) sit at the final state from the start
-      if (j >= lanes_used) continue;
-      const uint8_t* b = job.data + 4 * j;
-      state_[j] = b[0] | (uint32_t{b[1]} << 8) | (uint32_t{b[2]} << 16) | (uint32_t{b[3]} << 24);
-      if (state_[j] < kRansStateLow) {
-        return Status::CorruptData("rANS stream: initial state of lane " + std::to_string(j) + " = " +
-                                   std::to_string(state_[j]) + ", below " + std::to_string(kRansStateLow));
-      }
+    if (job.start_states) {
+      KVSTREAM_RETURN_IF_ERROR(StartFrom(*job.start_states));
+    } else {
+      KVSTREAM_RETURN_IF_ERROR(LoadStates(job.data));
     }
     cursor_.pos = job.data + header;
     cursor_.end = job.data + job.size;
@@ -132,7 +138,7 @@ class StreamDecoder {
   bool HasKernelGroups() const { return cursor_.group < cursor_.group_end; }
 
   Status Finish() {
-    if (job_.n == 0) return Status::Ok();
+    if (job_.n == 0) return EndStates();
     if (HasKernelGroups()) {
       RansGroupCursor* const alone[1] = {&cursor_};
       DecodeGroups(alone, 1);
@@ -152,6 +158,46 @@ class StreamDecoder {
       return Status::CorruptData("rANS stream: " + std::to_string(end - pos) + " of " + std::to_string(job_.size) +
                                  " bytes left over after " + std::to_string(job_.n) + " symbols");
     }
+    return EndStates();
+  }
+
+ private:
+  // The header's states of the lanes it stores (each must be in [2^16, 2^32)); the others, which code no
+  // symbol, sit at 2^16 from the start.
+  Status LoadStates(const uint8_t* header) {
+    const size_t lanes = job_.end_states ? kLanes : (job_.n < kLanes ? job_.n : kLanes);
+    for (size_t j = 0; j < kLanes; ++j) {
+      state_[j] = kRansStateLow;
+      if (j >= lanes) continue;
+      const uint8_t* b = header + 4 * j;
+      state_[j] = b[0] | (uint32_t{b[1]} << 8) | (uint32_t{b[2]} << 16) | (uint32_t{b[3]} << 24);
+      if (state_[j] < kRansStateLow) {
+        return Status::CorruptData("rANS stream: initial state of lane " + std::to_string(j) + " = " +
+                                   std::to_string(state_[j]) + ", below " + std::to_string(kRansStateLow));
+      }
+    }
+    return Status::Ok();
+  }
+
+  // The states the previous stream of a chain ended in (each in [2^16, 2^32) unless that stream failed).
+  Status StartFrom(const RansLanes& lanes) {
+    for (size_t j = 0; j < kLanes; ++j) {
+      if (lanes.state[j] < kRansStateLow) {
+        return Status::CorruptData("rANS stream: start state of lane " + std::to_string(j) + " = " +
+                                   std::to_string(lanes.state[j]) + " from the stream before, below " +
+                                   std::to_string(kRansStateLow));
+      }
+    }
+    std::memcpy(state_, lanes.state, sizeof state_);
+    return Status::Ok();
+  }
+
+  // Hands the states on to the next stream of a chain, or checks that every lane is back at 2^16.
+  Status EndStates() {
+    if (job_.end_states) {
+      std::memcpy(job_.end_states->state, state_, sizeof state_);
+      return Status::Ok();
+    }
     for (size_t j = 0; j < kLanes; ++j) {
       if (state_[j] != kRansStateLow) {
         return Status::CorruptData("rANS stream: final state of lane " + std::to_string(j) + " = " +
@@ -161,7 +207,6 @@ class StreamDecoder {
     return Status::Ok();
   }
 
- private:
   RansDecodeJob job_;
   std::vector<const uint32_t*> tables_;
   std::vector<int32_t> offsets_;

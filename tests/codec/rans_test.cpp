@@ -582,6 +582,68 @@ TEST(Rans, StreamsDecodedTogetherDecodeLikeSingleStreams) {
   }
 }
 
+// Chained streams (docs/rans.md): the first ends in the states the second starts from; its header stores
+// all 16 lanes, the second none. Every length pairing (empty, fewer symbols than lanes, vector-kernel long)
+// round-trips, alone and decoded together with other streams; a change to either stream is caught by the
+// second's final states (or its length checks), and the plain coder is the chain's special case.
+TEST(Rans, ChainedStreamsHandTheirStatesOn) {
+  const size_t lengths[] = {0, 5, 16, 2000};
+  uint32_t seed = 900;
+  for (size_t first_n : lengths) {
+    for (size_t second_n : lengths) {
+      SCOPED_TRACE("first " + std::to_string(first_n) + ", second " + std::to_string(second_n));
+      const auto first = LaplaceSymbols(first_n, 3.0, 64, seed++), second = LaplaceSymbols(second_n, 0.7, 16, seed++);
+      const auto first_models = ModelsFor(first.empty() ? std::vector<uint8_t>{1} : first, 3, 64);
+      const auto second_models = ModelsFor(second.empty() ? std::vector<uint8_t>{1} : second, 5, 16);
+      const auto first_ptrs = Pointers(first_models), second_ptrs = Pointers(second_models);
+      std::vector<uint8_t> a, b;
+      RansLanes handover;
+      ASSERT_TRUE(RansEncode(second.data(), second_n, second_ptrs.data(), 5, &b, nullptr, &handover).ok());
+      ASSERT_TRUE(RansEncode(first.data(), first_n, first_ptrs.data(), 3, &a, &handover).ok());
+      ASSERT_GE(a.size(), 4u * kLanes);  // every lane's state
+      if (second_n == 0) {
+        EXPECT_TRUE(b.empty());
+        for (uint32_t x : handover.state) EXPECT_EQ(x, 1u << 16);
+      }
+      for (bool together : {false, true}) {
+        std::vector<uint8_t> got_first(first_n, 0xEE), got_second(second_n, 0xEE);
+        RansLanes ended;
+        RansDecodeJob jobs[2] = {{a.data(), a.size(), first_ptrs.data(), 3, got_first.data(), first_n, nullptr, &ended},
+                                 {}};
+        Status st[2];
+        RansDecodeTogether(jobs, 1, st);
+        ASSERT_TRUE(st[0].ok()) << st[0].ToString();
+        for (size_t j = 0; j < kLanes; ++j) ASSERT_EQ(ended.state[j], handover.state[j]) << j;
+        jobs[1] = {b.data(), b.size(), second_ptrs.data(), 5, got_second.data(), second_n, &ended, nullptr};
+        const auto& companion = TheCompanions()[0];
+        std::vector<uint8_t> companion_out(companion.symbols.size());
+        jobs[0] = {companion.stream.data(), companion.stream.size(), companion.ptrs.data(), 1, companion_out.data(),
+                   companion.symbols.size()};
+        RansDecodeTogether(together ? jobs : jobs + 1, together ? 2 : 1, st);
+        const Status& second_status = st[together ? 1 : 0];
+        ASSERT_TRUE(second_status.ok()) << second_status.ToString();
+        EXPECT_EQ(got_first, first);
+        EXPECT_EQ(got_second, second);
+      }
+      // Damage to the second stream shows in its end states or its length.
+      if (b.size() >= 8) {
+        std::mt19937 rng(seed);
+        int caught = 0;
+        for (int i = 0; i < 50; ++i) {
+          std::vector<uint8_t> bad = b;
+          bad[rng() % bad.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+          std::vector<uint8_t> out(second_n);
+          RansDecodeJob job{bad.data(), bad.size(), second_ptrs.data(), 5, out.data(), second_n, &handover, nullptr};
+          Status st_bad;
+          RansDecodeTogether(&job, 1, &st_bad);
+          caught += !st_bad.ok();
+        }
+        EXPECT_EQ(caught, 50);
+      }
+    }
+  }
+}
+
 TEST(Rans, TooManyStreamsTogetherAreRefused) {
   std::vector<RansDecodeJob> jobs(kRansMaxTogether + 1);
   std::vector<Status> st(jobs.size());
