@@ -6,23 +6,6 @@
 #include "common/half.h"
 
 namespace kvstream::bench {
-namespace {
-
-// Importance ranks (see KvChunk16::importance) of tokens [t0, t0 + n) of the cache.
-std::vector<float> ImportanceRanks(const KvCache& cache, int t0, int n) {
-  const std::vector<float> importance = cache.Importance();
-  constexpr size_t kExact = 4;  // positions stored exactly (sink rows): not ranked against
-  std::vector<float> sorted(importance.begin() + std::min(kExact, importance.size()), importance.end());
-  std::sort(sorted.begin(), sorted.end());
-  std::vector<float> ranks(static_cast<size_t>(n), 0.0f);
-  for (int t = 0; t < n && !sorted.empty(); ++t) {
-    const auto below = std::lower_bound(sorted.begin(), sorted.end(), importance[static_cast<size_t>(t0 + t)]) - sorted.begin();
-    ranks[static_cast<size_t>(t)] = static_cast<float>(static_cast<double>(below) / static_cast<double>(sorted.size()));
-  }
-  return ranks;
-}
-
-}  // namespace
 
 KvChunk16 ChunkFromCache(const KvCache& cache, int t0, int n) {
   KvChunk16 chunk;
@@ -30,7 +13,7 @@ KvChunk16 ChunkFromCache(const KvCache& cache, int t0, int n) {
   chunk.tokens = n;
   chunk.channels = cache.kv_dim;
   chunk.token_begin = t0;
-  chunk.importance = ImportanceRanks(cache, t0, n);
+  chunk.context_importance = std::make_shared<const std::vector<float>>(cache.Importance());
   chunk.k.resize(static_cast<size_t>(chunk.values_per_tensor()));
   chunk.v.resize(chunk.k.size());
   for (int l = 0; l < cache.layers; ++l) {

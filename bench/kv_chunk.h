@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kvstream/model.h"
@@ -17,9 +18,9 @@ struct KvChunk16 {
   int64_t token_begin = 0;  // position of the chunk's first token in its context (codecs with sink rows need it)
   std::vector<uint16_t> k;  // [layers][tokens][channels], IEEE binary16
   std::vector<uint16_t> v;
-  // Per token: the share of its context's tokens (positions >= 4) with a lower KvCache::Importance, so
-  // that a chunk alone knows whether a token is among its context's most important.
-  std::vector<float> importance;
+  // KvCache::Importance of every position of the chunk's context (the chunk's own from token_begin), so
+  // that a codec choosing fine rows per context (FineRowsThreshold) can do so from one chunk.
+  std::shared_ptr<const std::vector<float>> context_importance;
 
   int64_t values_per_tensor() const { return int64_t{layers} * tokens * channels; }
   // K and V together: the count that bits per value divides by.
@@ -30,8 +31,8 @@ struct KvChunk16 {
   const uint16_t* v_at(int l, int t) const { return v.data() + (int64_t{l} * tokens + t) * channels; }
 };
 
-// Copies tokens [t0, t0 + n) of `cache` into an fp16 chunk (round to nearest even), with their importance
-// ranks.
+// Copies tokens [t0, t0 + n) of `cache` into an fp16 chunk (round to nearest even), with the cache's
+// importance.
 KvChunk16 ChunkFromCache(const KvCache& cache, int t0, int n);
 // Writes a chunk back into tokens [t0, t0 + chunk.tokens) of `cache` as fp32.
 void ChunkToCache(const KvChunk16& chunk, int t0, KvCache& cache);

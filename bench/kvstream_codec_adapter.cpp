@@ -33,14 +33,20 @@ class KvstreamLevelCodec final : public BaselineCodec {
     in.keys = TensorView::Dense(const_cast<uint16_t*>(chunk.k.data()), DType::kF16, chunk.layers, chunk.tokens, chunk.channels);
     in.values = TensorView::Dense(const_cast<uint16_t*>(chunk.v.data()), DType::kF16, chunk.layers, chunk.tokens, chunk.channels);
     in.token_begin = chunk.token_begin;
-    in.importance = chunk.importance.empty() ? nullptr : chunk.importance.data();
+    const std::vector<float>* importance = chunk.context_importance.get();
+    if (importance && importance->size() >= static_cast<size_t>(chunk.token_begin + chunk.tokens)) {
+      in.importance = importance->data() + chunk.token_begin;
+    }
     kvstream::EncodeStats codec_stats;
     EncodeOptions options;
     options.level = level_;
     options.profile = IsLossyLevel(level_) ? profile_.get() : nullptr;
     options.scheme = scheme_;
-    // KvChunk16::importance ranks each token within its context: the top `fraction` of them are fine.
-    if (fine_.fraction > 0) options.fine_min_importance = static_cast<float>(1.0 - fine_.fraction);
+    if (fine_.fraction > 0) {
+      if (!in.importance) return Status::InvalidArgument(method() + ": fine rows need the chunk's context importance");
+      options.fine_min_importance =
+          FineRowsThreshold(importance->data(), static_cast<int64_t>(importance->size()), fine_.fraction);
+    }
     options.fine_level = fine_.level;
     options.stats = stats ? &codec_stats : nullptr;
     KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, EncodeChunk(in, options));

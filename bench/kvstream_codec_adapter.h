@@ -12,8 +12,8 @@
 
 namespace kvstream::bench {
 
-// The fine rows a level codec asks for: that fraction of each context's tokens (EncodeOptions::
-// fine_min_importance, from KvChunk16::importance) at that level.
+// The fine rows a level codec asks for: that fraction of each context's tokens (FineRowsThreshold over
+// KvChunk16::context_importance) at that level.
 struct FineRowsOption {
   double fraction = 0.0;
   Level level = 2;
