@@ -1,6 +1,6 @@
 // The transform's integer sums alone (Google Benchmark): SumComponents on the shapes the decoder gives it,
 // with the best kernel the CPU runs and with AMX disabled (the AVX-512 VNNI, AVX-512 or AVX2 kernel), so
-// that one run shows what the AMX kernel gains. MAC/s counts int16 multiply-adds.
+// that one run shows what the AMX kernel gains. MAC/s counts multiply-adds.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -15,15 +15,22 @@
 namespace kvstream::codec {
 namespace {
 
-// Args: rows, kept (the weights per row), largest |weight| (kMaxAbsQ: a transform or residual block, whose
-// weights are bytes; kMaxPredictorInput: a predictor block), 1 to disable AMX. Columns: 192 (SmolLM2).
+// The factors' bounds of the blocks the decoder multiplies.
+enum Kind : int64_t {
+  kTransform,           // a transform or residual block: weights within int8 against the int16 basis
+  kInt16Predictor,      // a predictor block at the format's bounds: int16 inputs and weights
+  kPredictorOfBytes,    // a predictor block as kvstream's profiles make it: inputs and weights within int8
+};
+
+// Args: rows, kept (the weights per row), Kind, 1 to disable AMX. Columns: 192 (SmolLM2).
 void BM_SumComponents(benchmark::State& state) {
   const int64_t rows = state.range(0), kept = state.range(1), cols = 192;
-  const int largest = static_cast<int>(state.range(2));
+  const Kind kind = static_cast<Kind>(state.range(2));
   const bool without_amx = state.range(3) != 0;
+  const int largest = kind == kInt16Predictor ? kMaxPredictorInput : kMaxAbsQ;
+  const int matrix_bound = kind == kTransform ? 1 << kBasisScaleBits : kind == kInt16Predictor ? MaxPredictorWeight(kept) : 127;
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> weight(-largest, largest);
-  const int matrix_bound = largest == kMaxAbsQ ? 1 << kBasisScaleBits : MaxPredictorWeight(kept);
   std::uniform_int_distribution<int> matrix_value(-matrix_bound, matrix_bound);
   std::vector<int16_t> q(static_cast<size_t>(rows * WeightStride(kept)), 0), matrix(static_cast<size_t>(kept * cols));
   for (int64_t r = 0; r < rows; ++r) {
@@ -45,9 +52,10 @@ void BM_SumComponents(benchmark::State& state) {
 
 void Args(benchmark::internal::Benchmark* b) {
   for (int without_amx : {0, 1}) {
-    b->Args({64, 192, kMaxAbsQ, without_amx});            // a predicted block's residual
-    b->Args({64, 192, kMaxPredictorInput, without_amx});  // a predicted block's prediction from one slice
-    b->Args({252, 186, kMaxAbsQ, without_amx});           // a transform segment (256 tokens less the sinks)
+    b->Args({64, 192, kTransform, without_amx});         // a predicted block's residual
+    b->Args({64, 192, kInt16Predictor, without_amx});    // a predicted block's prediction from one slice
+    b->Args({64, 192, kPredictorOfBytes, without_amx});  // the same as kvstream's profiles make it
+    b->Args({252, 186, kTransform, without_amx});        // a transform segment (256 tokens less the sinks)
   }
 }
 

@@ -33,16 +33,23 @@ AmxMatrix AmxMatrix::Pack(const int16_t* matrix, int64_t rows, int64_t cols) {
   m.depth = (rows + kChunk - 1) / kChunk * kChunk;
   m.cols = cols;
   const int64_t chunks = m.depth / kChunk;
-  m.storage.assign(static_cast<size_t>(cols / 16 * chunks * 2 * kTile + 63), 0);
+  const int16_t* end = matrix + rows * cols;
+  m.bytes = std::all_of(matrix, end, [](int16_t v) { return v >= -128 && v <= 127; });
+  const int64_t tiles_per_chunk = m.bytes ? 1 : 2;
+  m.storage.assign(static_cast<size_t>(cols / 16 * chunks * tiles_per_chunk * kTile + 63), 0);
   uint8_t* tiles = AmxMatrix::AlignedTo64(m.storage.data());
   for (int64_t j = 0; j < rows; ++j) {
     for (int64_t c = 0; c < cols; ++c) {
       const int16_t v = matrix[j * cols + c];
       // Column block, chunk, then within the tile: row (j % 64) / 4, byte 4 x column + j % 4.
-      const size_t at = static_cast<size_t>(((c / 16) * chunks + j / kChunk) * 2 * kTile + (j % kChunk) / 4 * 64 +
-                                            (c % 16) * 4 + j % 4);
-      tiles[at] = static_cast<uint8_t>(v >> 8);
-      tiles[at + kTile] = static_cast<uint8_t>(v & 0xff);
+      const size_t at = static_cast<size_t>(((c / 16) * chunks + j / kChunk) * tiles_per_chunk * kTile +
+                                            (j % kChunk) / 4 * 64 + (c % 16) * 4 + j % 4);
+      if (m.bytes) {
+        tiles[at] = static_cast<uint8_t>(v);
+      } else {
+        tiles[at] = static_cast<uint8_t>(v >> 8);
+        tiles[at + kTile] = static_cast<uint8_t>(v & 0xff);
+      }
     }
   }
   return m;

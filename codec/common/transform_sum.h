@@ -10,12 +10,15 @@ namespace kvstream::codec {
 
 // An int16 matrix [rows][cols] (a basis or a predictor block) rearranged for the AMX kernel: each value
 // split into a signed high and an unsigned low byte, laid out as AMX tiles (per 16 columns and 64 rows, a
-// tile of high bytes then one of low bytes, four matrix rows interleaved per tile row). The kernel needs
+// tile of high bytes then one of low bytes, four matrix rows interleaved per tile row); a matrix whose
+// values all lie within int8 (`bytes`) keeps just the one tile of its values, and the kernel multiplies it
+// in half the products (a quarter, against weights within int8 too). The kernel needs
 // this layout and would spend longer building it per call than multiplying, so a profile builds one per
 // matrix once (ProfileData::PrepareKernels). Empty unless AmxEnabled() and cols is a multiple of 16.
 struct AmxMatrix {
   int64_t depth = 0;  // the matrix's rows rounded up to 64
   int64_t cols = 0;
+  bool bytes = false;  // every value within [-128, 127]: one tile per 16 columns and 64 rows
   std::vector<uint8_t> storage;  // the tiles, from its first 64-byte boundary (a tile load's rows must not
                                  // straddle cache lines: unaligned, the kernel ran at a third of its speed)
 

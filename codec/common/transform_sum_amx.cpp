@@ -3,9 +3,12 @@
 // a = 256 a_hi + a_lo, and the sum is assembled from the byte products' sums:
 //   sum(q b) = 65536 sum(q_hi b_hi) + 256 (sum(q_hi b_lo) + sum(q_lo b_hi)) + sum(q_lo b_lo),
 // each an exact int32 tile sum (|q_hi b_hi| <= 2^14, |q_lo b_lo| < 2^16, at most a matrix's rows of terms).
-// Weights within [-128, 127] (the transform's and the residual's, |q| <= kMaxAbsQ) are bytes already: two
-// products. The assembly wraps modulo 2^32 like every int32 vector add, so it yields the exact sum whenever
-// the sum fits in int32, which SumComponents requires. Same integers as every other kernel.
+// Factors within [-128, 127] are bytes already and need no split: weights within int8 (the transform's and
+// the residual's, |q| <= kMaxAbsQ; a predictor's inputs on ProfileOptions::byte_predictors' grid) take two
+// products against an int16 matrix and one against a matrix of bytes (AmxMatrix::bytes: such a profile's
+// predictor blocks).
+// The assembly wraps modulo 2^32 like every int32 vector add, so it yields the exact sum whenever the sum
+// fits in int32, which SumComponents requires. Same integers as every other kernel.
 #include "codec/common/transform_sum.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -61,6 +64,11 @@ void Assemble(const int32_t* high, int shift, const int32_t* low, int64_t n, int
   }
 }
 
+// Rows [0, n) of a 16-column block of finished sums.
+void Store(const int32_t* sums, int64_t n, int32_t* out, int64_t out_stride) {
+  for (int64_t i = 0; i < n; ++i) _mm512_storeu_si512(out + i * out_stride, _mm512_load_si512(sums + i * 16));
+}
+
 // One 16 x 16 block of sums over `chunks` chunks of 64 components: tiles 0-3 accumulate (A x matrix high
 // bytes, A x low bytes, A' x high, A' x low) and are stored into part[0..3]. A (tile 4) holds signed bytes
 // at `first`; A' (tile 5) at `second` holds signed bytes too when kSignedSecond (a second row block's int8
@@ -94,6 +102,90 @@ void MultiplyBlock(const uint8_t* first, const uint8_t* second, int64_t a_stride
   _tile_stored(3, part[3], 64);
 }
 
+// Where a 16 x 16 block of sums goes: rows `stride` int32 apart.
+struct SumsOut {
+  int32_t* at;
+  int64_t stride;
+};
+
+// The same against a matrix of bytes: tiles 6 and 7 hold its column blocks at `m0` and `m1` (kMatrixBlocks
+// of them), tiles 4 and 5 the weight blocks at `first` and `second` (signed bytes; `second` unsigned when
+// kUnsignedSecond: the low bytes of `first`'s weights). Tile 2 m + w, stored to out[2 m + w], sums weight
+// block w against matrix block m.
+template <bool kUnsignedSecond, int kMatrixBlocks>
+void MultiplyByteMatrix(const uint8_t* first, const uint8_t* second, int64_t a_stride, const uint8_t* m0,
+                        const uint8_t* m1, int64_t chunks, const SumsOut* out) {
+  constexpr int64_t kTileSize = kTileRows * kTileBytes;
+  _tile_zero(0);
+  _tile_zero(1);
+  if constexpr (kMatrixBlocks == 2) {
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int64_t k = 0; k < chunks; ++k) {
+    _tile_loadd(4, first + k * kTileBytes, a_stride);
+    _tile_loadd(5, second + k * kTileBytes, a_stride);
+    _tile_loadd(6, m0 + k * kTileSize, kTileBytes);
+    _tile_dpbssd(0, 4, 6);
+    if constexpr (kUnsignedSecond) {
+      _tile_dpbusd(1, 5, 6);
+    } else {
+      _tile_dpbssd(1, 5, 6);
+    }
+    if constexpr (kMatrixBlocks == 2) {
+      _tile_loadd(7, m1 + k * kTileSize, kTileBytes);
+      _tile_dpbssd(2, 4, 7);
+      if constexpr (kUnsignedSecond) {
+        _tile_dpbusd(3, 5, 7);
+      } else {
+        _tile_dpbssd(3, 5, 7);
+      }
+    }
+  }
+  _tile_stored(0, out[0].at, out[0].stride * 4);
+  _tile_stored(1, out[1].at, out[1].stride * 4);
+  if constexpr (kMatrixBlocks == 2) {
+    _tile_stored(2, out[2].at, out[2].stride * 4);
+    _tile_stored(3, out[3].at, out[3].stride * 4);
+  }
+}
+
+// SumComponentsAmx against a matrix of bytes, two column blocks at a time (each weight tile loaded serves
+// both). The weights as SplitWeights left them, `bytes` when they are within int8 (then lo holds them).
+template <int kMatrixBlocks>
+void SumAgainstByteColumns(const uint8_t* hi, const uint8_t* lo, bool bytes, int64_t rows, int64_t row_blocks,
+                           int64_t depth, const uint8_t* m0, const uint8_t* m1, int64_t cols, int64_t c, int32_t* acc) {
+  const int64_t chunks = depth / kTileBytes, block_bytes = kTileRows * depth;
+  alignas(64) int32_t part[4][kTileRows * 16];
+  const SumsOut to_part[4] = {{part[0], 16}, {part[1], 16}, {part[2], 16}, {part[3], 16}};
+  if (bytes) {
+    for (int64_t rb = 0; rb < row_blocks; rb += 2) {
+      const uint8_t* a = lo + rb * block_bytes;
+      const int64_t r = rb * kTileRows;
+      if (r + 2 * kTileRows <= rows) {  // whole blocks: the tiles are the sums, stored in place
+        int32_t* at = acc + r * cols + c;
+        const SumsOut to_acc[4] = {{at, cols}, {at + kTileRows * cols, cols}, {at + 16, cols}, {at + kTileRows * cols + 16, cols}};
+        MultiplyByteMatrix<false, kMatrixBlocks>(a, a + block_bytes, depth, m0, m1, chunks, to_acc);
+        continue;
+      }
+      MultiplyByteMatrix<false, kMatrixBlocks>(a, a + block_bytes, depth, m0, m1, chunks, to_part);
+      for (int64_t half = 0; half < 2; ++half) {
+        const int64_t first_row = r + half * kTileRows, n = std::min<int64_t>(kTileRows, rows - first_row);
+        if (n <= 0) continue;
+        Store(part[half], n, acc + first_row * cols + c, cols);
+        if (kMatrixBlocks == 2) Store(part[2 + half], n, acc + first_row * cols + c + 16, cols);
+      }
+    }
+    return;
+  }
+  for (int64_t r = 0; r < rows; r += kTileRows) {
+    MultiplyByteMatrix<true, kMatrixBlocks>(hi + r * depth, lo + r * depth, depth, m0, m1, chunks, to_part);
+    const int64_t n = std::min<int64_t>(kTileRows, rows - r);
+    Assemble(part[0], 8, part[1], n, acc + r * cols + c, cols);  // q_hi b x 2^8 + q_lo b
+    if (kMatrixBlocks == 2) Assemble(part[2], 8, part[3], n, acc + r * cols + c + 16, cols);
+  }
+}
+
 }  // namespace
 
 int64_t SumComponentsAmx(const int16_t* q, int64_t rows, int64_t kept, const AmxMatrix& matrix, int32_t* acc) {
@@ -122,6 +214,19 @@ int64_t SumComponentsAmx(const int16_t* q, int64_t rows, int64_t kept, const Amx
   bool bytes = true;
   for (int64_t rb = 0; rb < row_blocks; ++rb) {
     bytes &= SplitWeights(q, rows, kept, rb * kTileRows, depth, hi + rb * block_bytes, lo + rb * block_bytes);
+  }
+  if (matrix.bytes) {
+    const size_t block_stride = static_cast<size_t>(matrix.depth / kTileBytes) * kTileRows * kTileBytes;
+    for (int64_t c = 0; c < cols; c += 32) {
+      const uint8_t* m0 = matrix.tiles() + static_cast<size_t>(c / 16) * block_stride;
+      if (c + 16 < cols) {
+        SumAgainstByteColumns<2>(hi, lo, bytes, rows, row_blocks, depth, m0, m0 + block_stride, cols, c, acc);
+      } else {
+        SumAgainstByteColumns<1>(hi, lo, bytes, rows, row_blocks, depth, m0, m0, cols, c, acc);
+      }
+    }
+    _tile_release();
+    return cols;
   }
   alignas(64) int32_t part[4][kTileRows * 16];
   const size_t tile_stride = static_cast<size_t>(matrix.depth / kTileBytes) * 2 * kTileRows * kTileBytes;

@@ -154,14 +154,17 @@ TEST(SumComponents, EveryKernelGivesTheExactIntegerSums) {
   struct Shape {
     int rows, kept, cols;
   };
-  // The transform's weights (within int8) against a basis, and a predictor's inputs (int16) against a
-  // block at its bound: the AMX kernel takes the first as bytes and splits the second.
+  // The transform's weights (within int8) against a basis, a predictor's inputs (int16) against a block
+  // at its bound, and against a block of bytes (as kvstream's profiles make them) with inputs of int16 or
+  // within int8: the AMX kernel takes int8 factors as bytes and splits the others.
   struct Range {
     const char* name;
     int weight, matrix;
   };
   for (const Range& range : {Range{"transform", codec::kMaxAbsQ, 1 << codec::kBasisScaleBits},
-                             Range{"predictor", codec::kMaxPredictorInput, 0}}) {
+                             Range{"predictor", codec::kMaxPredictorInput, 0},
+                             Range{"predictor of bytes", codec::kMaxPredictorInput, 127},
+                             Range{"bytes", 127, 127}}) {
     for (const Shape& shape :
          {Shape{1, 1, 16}, {3, 7, 16}, {5, 192, 192}, {6, 33, 40}, {2, 0, 32}, {9, 190, 8}, {7, 65, 48}, {37, 192, 192}}) {
       SCOPED_TRACE(std::string(range.name) + " " + std::to_string(shape.rows) + "x" + std::to_string(shape.kept) + "x" +
