@@ -7,12 +7,12 @@
 
 namespace kvstream::codec {
 
-void DequantTransformRow(const int32_t* acc, const float* offset, float scaled_step, const EscapedComponent* escapes,
-                         size_t escape_count, const int16_t* basis, int64_t channels, float* y) {
-  for (int64_t c = 0; c < channels; ++c) y[c] = DequantTransform(acc[c], offset[c], scaled_step);
+void DequantTransformRow(const RowKernels& kernels, const int32_t* acc, const float* offset, float scaled_step,
+                         const EscapedComponent* escapes, size_t escape_count, const int16_t* basis, int64_t channels,
+                         float* y) {
+  kernels.dequant(acc, offset, scaled_step, channels, y);
   for (size_t e = 0; e < escape_count; ++e) {
-    const int16_t* u = basis + escapes[e].component * channels;
-    for (int64_t c = 0; c < channels; ++c) y[c] = AddEscapedComponent(y[c], escapes[e].weight, scaled_step, u[c]);
+    kernels.add_escaped(y, escapes[e].weight, scaled_step, basis + escapes[e].component * channels, channels);
   }
 }
 
@@ -25,21 +25,27 @@ void SortEscapes(std::vector<EscapedComponent>* escaped) {
 const float* PredictedRows::Predict(int slice, const int16_t* const* inputs, int64_t rows) {
   const int64_t n_c = d_.channels;
   const size_t values = static_cast<size_t>(rows * n_c);
-  if (acc_.size() < values) acc_.resize(values);
-  base_.resize(values);
-  const float* bias = d_.prediction.bias.data() + static_cast<size_t>(slice) * static_cast<size_t>(n_c);
-  for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + n_c, base_.data() + r * n_c);
   int input_slices[3];
-  size_t block = 0;
-  const int blocks = PredictorInputs(slice, input_slices, &block);
-  for (int b = 0; b < blocks; ++b, ++block) {
+  size_t first_block = 0;
+  const int blocks = PredictorInputs(slice, input_slices, &first_block);
+  // Every block's sums first, then each row's floats in one pass while the row is in L1. Reconstruct
+  // reuses the first block's room.
+  const size_t needed = static_cast<size_t>(std::max(blocks, 1)) * values;
+  if (acc_.size() < needed) acc_.resize(needed);
+  base_.resize(values);
+  for (int b = 0; b < blocks; ++b) {
+    const size_t block = first_block + static_cast<size_t>(b);
     const int16_t* weights = d_.prediction.weights.data() + block * static_cast<size_t>(n_c * n_c);
-    const float* scale = d_.prediction.weight_scales.data() + block * static_cast<size_t>(n_c);
-    SumComponents(inputs[b], rows, n_c, weights, n_c, acc_.data(), d_.AmxPredictorBlock(block));
-    for (int64_t r = 0; r < rows; ++r) {
-      float* base = base_.data() + r * n_c;
-      const int32_t* sums = acc_.data() + r * n_c;
-      for (int64_t c = 0; c < n_c; ++c) base[c] = AddPrediction(base[c], sums[c], scale[c]);
+    SumComponents(inputs[b], rows, n_c, weights, n_c, acc_.data() + b * values, d_.AmxPredictorBlock(block));
+  }
+  const float* bias = d_.prediction.bias.data() + static_cast<size_t>(slice) * static_cast<size_t>(n_c);
+  const RowKernels& kernels = RowKernelsForCpu();
+  for (int64_t r = 0; r < rows; ++r) {
+    float* base = base_.data() + r * n_c;
+    std::copy(bias, bias + n_c, base);
+    for (int b = 0; b < blocks; ++b) {
+      const float* scale = d_.prediction.weight_scales.data() + (first_block + static_cast<size_t>(b)) * static_cast<size_t>(n_c);
+      kernels.add_prediction(base, acc_.data() + b * values + r * n_c, scale, n_c);
     }
   }
   return base_.data();
@@ -51,15 +57,16 @@ void PredictedRows::Reconstruct(int slice, const float* scaled_steps, const int1
   const int16_t* basis = d_.ResidualBasis(slice);
   SumComponents(q, rows, depth, basis, n_c, acc_.data(), d_.AmxResidualBasis(slice));
   const float* input_scale = d_.prediction.input_scales.data() + static_cast<size_t>(slice) * static_cast<size_t>(n_c);
+  const RowKernels& kernels = RowKernelsForCpu();
   size_t e = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const size_t first = e;
     while (e < escape_count && escapes[e].row == r) ++e;
     float* out = y + r * n_c;
-    DequantTransformRow(acc_.data() + r * n_c, base_.data() + r * n_c, scaled_steps[r], escapes + first, e - first, basis,
-                        n_c, out);
+    DequantTransformRow(kernels, acc_.data() + r * n_c, base_.data() + r * n_c, scaled_steps[r], escapes + first,
+                        e - first, basis, n_c, out);
     int16_t* zr = z + r * z_stride;
-    for (int64_t c = 0; c < n_c; ++c) zr[c] = PredictorInput(out[c], input_scale[c]);
+    kernels.predictor_input(out, input_scale, n_c, zr);
     if (z_stride > n_c) zr[n_c] = 0;
   }
 }

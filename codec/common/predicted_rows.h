@@ -12,6 +12,7 @@
 #include "codec/common/container_format.h"
 #include "codec/common/profile_data.h"
 #include "codec/common/quantizer.h"
+#include "codec/common/row_kernels.h"
 #include "codec/common/transform_sum.h"
 #include "kvstream/status.h"
 
@@ -58,8 +59,10 @@ void SortEscapes(std::vector<EscapedComponent>* escaped);
 
 // y_c = offset_c + f32(acc_c) * scaled_step for c < channels, then the row's escaped components (in
 // component order) added as quantizer.h's AddEscapedComponent. `escapes` holds those of this row.
-void DequantTransformRow(const int32_t* acc, const float* offset, float scaled_step, const EscapedComponent* escapes,
-                         size_t escape_count, const int16_t* basis, int64_t channels, float* y);
+// kernels: RowKernelsForCpu(), looked up once per block of rows.
+void DequantTransformRow(const RowKernels& kernels, const int32_t* acc, const float* offset, float scaled_step,
+                         const EscapedComponent* escapes, size_t escape_count, const int16_t* basis, int64_t channels,
+                         float* y);
 
 // The integer rows (PredictorInput) that later slices read, for a block of `rows` positions: the last two
 // layers' keys and values, each rows x WeightStride(channels). Slice s = 2 x layer + K/V keeps slot

@@ -14,9 +14,9 @@
 
 namespace kvstream::codec {
 
-// Separately rounded fp32 operations. Separate inline functions keep host compilers from contracting a
-// multiply and an add into an FMA (contraction only applies within one expression); on the device the
-// _rn intrinsics forbid it explicitly.
+// Separately rounded fp32 operations. On the host the codec compiles with -ffp-contract=off (GCC contracts
+// a multiply and an add into an FMA across inlined calls too, wherever the ISA has one: x86 files built with
+// -mfma, every aarch64 file); on the device the _rn intrinsics forbid it explicitly.
 KVSTREAM_HD float MulRn(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fmul_rn(a, b);

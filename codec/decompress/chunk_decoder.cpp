@@ -480,12 +480,13 @@ class SegmentDecoder {
     codec::SumComponents(weights_.get(), rows, depth_, basis, n_c, acc.get(), d.AmxBasis(layer, kv()));
     const float* mean = d.transform.means.data() + d.Index(layer, kv(), 0);
     std::vector<float> y(static_cast<size_t>(n_c));
+    const codec::RowKernels& kernels = codec::RowKernelsForCpu();
     size_t next = 0;
     for (int64_t t = 0; t < rows; ++t) {
       const size_t first = next;
       while (next < escaped_.size() && escaped_[next].row == t) ++next;
-      codec::DequantTransformRow(acc.get() + t * n_c, mean, row_scales_[static_cast<size_t>(t)], escaped_.data() + first,
-                                 next - first, basis, n_c, y.data());
+      codec::DequantTransformRow(kernels, acc.get() + t * n_c, mean, row_scales_[static_cast<size_t>(t)],
+                                 escaped_.data() + first, next - first, basis, n_c, y.data());
       if (kv() == 0) rope_->Rotate(y.data(), sinks + t, static_cast<int>(n_c));
       StoreRow(out_, seg_.layer, sinks + t, y.data());
     }

@@ -1,0 +1,29 @@
+// The per-element loops of the transform and predicted schemes' reconstruction (quantizer.h's arithmetic
+// over a row of channels), compiled twice like the other kernels: row_kernels.cpp for any CPU (SSE2 on
+// x86-64: 4 floats per instruction) and row_kernels_avx512.cpp (16), from the one body in
+// row_kernels_body.h. Every operation is separately rounded and the codec compiles with
+// -ffp-contract=off, so both give the same floats.
+#pragma once
+
+#include <cstdint>
+
+namespace kvstream::codec {
+
+struct RowKernels {
+  // y[c] = DequantTransform(acc[c], offset[c], scaled_step)
+  void (*dequant)(const int32_t* acc, const float* offset, float scaled_step, int64_t n, float* y);
+  // y[c] = AddEscapedComponent(y[c], weight, scaled_step, basis[c])
+  void (*add_escaped)(float* y, float weight, float scaled_step, const int16_t* basis, int64_t n);
+  // base[c] = AddPrediction(base[c], sums[c], scale[c])
+  void (*add_prediction)(float* base, const int32_t* sums, const float* scale, int64_t n);
+  // z[c] = PredictorInput(y[c], inv_grid[c])
+  void (*predictor_input)(const float* y, const float* inv_grid, int64_t n, int16_t* z);
+};
+
+// The widest loops this CPU runs (AVX-512 unless Avx512Enabled() says no).
+const RowKernels& RowKernelsForCpu();
+
+// row_kernels_avx512.cpp's; call RowKernelsForCpu instead.
+const RowKernels& RowKernelsAvx512();
+
+}  // namespace kvstream::codec
