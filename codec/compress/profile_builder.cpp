@@ -98,19 +98,24 @@ void CountComponents(const codec::Symbols& symbols, size_t kept, size_t componen
   for (size_t i = 0; i < symbols.symbols.size(); ++i) ++hist[i % kept][symbols.symbols[i]];
 }
 
+// The bound of ProfileOptions::byte_predictors' weights and inputs.
+constexpr int kPredictorByteLimit = 127;
+
 // The predictor's input scale of each of a slice's channels (rows: n x c_n): the power of two that maps
-// the largest |value| to at most 3/4 of kMaxPredictorInput, leaving room for contexts beyond the samples.
-void InputScales(const float* rows, int64_t n, size_t c_n, float* scale) {
+// the largest |value| to at most 3/4 of `limit` (kMaxPredictorInput, or kPredictorByteLimit), leaving room
+// for contexts beyond the samples (with byte predictors their larger values still code, up to
+// kMaxPredictorInput, in the kernels' slower split path).
+void InputScales(const float* rows, int64_t n, size_t c_n, int limit, float* scale) {
   for (size_t c = 0; c < c_n; ++c) {
     float largest = 0;
     for (int64_t r = 0; r < n; ++r) largest = std::max(largest, std::fabs(rows[static_cast<size_t>(r) * c_n + c]));
-    const int exponent = largest > 0 ? static_cast<int>(std::ceil(std::log2(largest / (0.75 * codec::kMaxPredictorInput)))) : 0;
+    const int exponent = largest > 0 ? static_cast<int>(std::ceil(std::log2(largest / (0.75 * limit)))) : 0;
     scale[c] = std::ldexp(1.0f, -std::clamp(exponent, -59, 60));
   }
 }
 
 // One predictor block as the profile stores it: the fitted weights w (c_n x c_n, on the input's rows in
-// their own units) turned into weights on its integers z (w / inv_grid), each output column on an int16
+// their own units) turned into weights on its integers z (w / inv_grid), each output column on an integer
 // grid of its own (its largest |weight| at max_weight) with that grid's scale.
 void QuantiseBlock(const double* w, const float* input_scale, size_t c_n, int max_weight, int16_t* weights, float* scales) {
   const auto on_z = [&](size_t i, size_t c) { return w[i * c_n + c] / input_scale[i]; };
@@ -369,7 +374,7 @@ Status ProfileBuilder::BuildTransform(const std::vector<float>& slice_rms, Profi
 
 // The predicted scheme (docs/codec.md, "Predicted"). Slice by slice in decode order, over the
 // samples' positions past the sinks: each channel's integer grid (the power of two that maps the largest
-// |value| to at most 3/4 of kMaxPredictorInput); a ridge least-squares fit of the rows on their input
+// |value| to at most 3/4 of the inputs' bound); a ridge least-squares fit of the rows on their input
 // slices' integer rows as the fit level reconstructs them (closed loop: the fit sees what a decoder
 // holds, never the exact rows), quantised per (block, column); the residual's mean folded into the bias;
 // the residual's PCA basis; then the rows coded at the fit level, for the next slices' inputs. Then every
@@ -416,7 +421,8 @@ Status ProfileBuilder::BuildPrediction(ProfileData* d) const {
   };
   const auto step_of = [&](size_t level, int slice) { return d->transform.levels[level].steps[static_cast<size_t>(slice)]; };
   const size_t fit = static_cast<size_t>(std::clamp<Level>(options_.predict_fit_level, 1, static_cast<Level>(d->ladder.size())) - 1);
-  const int max_weight = codec::MaxPredictorWeight(channels);
+  const int max_weight = options_.byte_predictors ? kPredictorByteLimit : codec::MaxPredictorWeight(channels);
+  const int input_limit = options_.byte_predictors ? kPredictorByteLimit : codec::kMaxPredictorInput;
   std::vector<std::vector<double>> variances(static_cast<size_t>(slices));
   codec::PredictorRing ring(n, channels);
   std::vector<float> rows(static_cast<size_t>(n) * c_n), features;
@@ -425,7 +431,7 @@ Status ProfileBuilder::BuildPrediction(ProfileData* d) const {
   codec::Symbols symbols;
   for (int slice = 0; slice < slices; ++slice) {
     load_rows(slice, rows.data());
-    InputScales(rows.data(), n, c_n, p.input_scales.data() + static_cast<size_t>(slice) * c_n);
+    InputScales(rows.data(), n, c_n, input_limit, p.input_scales.data() + static_cast<size_t>(slice) * c_n);
     // Least squares of the rows on the inputs, centred (an intercept the ridge does not shrink), with the
     // inputs in the rows' own units z / inv_grid (so the ridge weighs every channel alike).
     size_t first_block = 0;

@@ -38,26 +38,35 @@ constexpr int kSampleTokens = 112;  // the profile learns from positions [0, 112
 
 const testing::RealKv& Kv() { return testing::MustGetRealKv("stories260K", kTokens); }
 
-Result<Profile> BuildProfile(int sample_tokens, bool transform = true) {
-  return testing::LearnProfile(Kv(), sample_tokens, transform, /*predict=*/true);
+Result<Profile> BuildProfile(int sample_tokens, bool transform = true, bool byte_predictors = false) {
+  return testing::LearnProfile(Kv(), sample_tokens, transform, /*predict=*/true, byte_predictors);
 }
 
-const Profile& PredictedProfile() {
-  static const Profile profile = [] {
-    auto p = BuildProfile(kSampleTokens);
-    EXPECT_TRUE(p.ok()) << p.status().ToString();
-    return std::move(p).value();
-  }();
-  return profile;
+const Profile& LearnedOnce(bool byte_predictors) {
+  static const Profile profiles[2] = {[] {
+                                        auto p = BuildProfile(kSampleTokens);
+                                        EXPECT_TRUE(p.ok()) << p.status().ToString();
+                                        return std::move(p).value();
+                                      }(),
+                                      [] {
+                                        auto p = BuildProfile(kSampleTokens, true, /*byte_predictors=*/true);
+                                        EXPECT_TRUE(p.ok()) << p.status().ToString();
+                                        return std::move(p).value();
+                                      }()};
+  return profiles[byte_predictors ? 1 : 0];
 }
+
+const Profile& PredictedProfile() { return LearnedOnce(false); }
+// ProfileOptions::byte_predictors: the AMX kernel's byte paths.
+const Profile& BytePredictedProfile() { return LearnedOnce(true); }
 
 std::vector<uint8_t> EncodePredicted(const Tensor& k, const Tensor& v, int64_t t0, Level level, EncodeStats* stats = nullptr,
-                                     int threads = 1) {
-  return testing::EncodeWith(PredictedProfile(), QuantScheme::kPredicted, k, v, t0, level, stats, threads);
+                                     int threads = 1, const Profile& profile = PredictedProfile()) {
+  return testing::EncodeWith(profile, QuantScheme::kPredicted, k, v, t0, level, stats, threads);
 }
 
-Kv2 Decode(const std::vector<uint8_t>& bytes, DType dtype = DType::kF32) {
-  return testing::DecodeWith(PredictedProfile(), bytes, dtype);
+Kv2 Decode(const std::vector<uint8_t>& bytes, DType dtype = DType::kF32, const Profile& profile = PredictedProfile()) {
+  return testing::DecodeWith(profile, bytes, dtype);
 }
 
 uint32_t FloatBits(float f) {
@@ -209,23 +218,25 @@ TEST(PredictedProfile, NeedsTheTransformAndEnoughSamples) {
   EXPECT_NE(too_few.status().message().find("positions"), std::string::npos) << too_few.status().ToString();
 }
 
-TEST(PredictedChunk, DecoderReproducesTheNormativeReconstruction) {
+// Every level of `profile` decodes as the reference decoder does, and every kernel encodes and decodes the
+// same.
+void ExpectTheNormativeReconstruction(const Profile& profile) {
   const auto& kv = Kv();
   const Tensor k = CopyOf(kv.cache.keys(), DType::kF32, Layout::kDense);
   const Tensor v = CopyOf(kv.cache.values(), DType::kF32, Layout::kDense);
   const int64_t L = k.view.layers(), T = k.view.tokens(), C = k.view.channels();
-  const ProfileData& d = PredictedProfile().data();
-  const Level levels = static_cast<Level>(PredictedProfile().ladder().size());
+  const ProfileData& d = profile.data();
+  const Level levels = static_cast<Level>(profile.ladder().size());
   double previous_bits = 1e9;
   for (Level level = 1; level <= levels; ++level) {
     SCOPED_TRACE("level " + std::to_string(level));
     EncodeStats stats;
-    const auto bytes = EncodePredicted(k, v, 0, level, &stats);
+    const auto bytes = EncodePredicted(k, v, 0, level, &stats, 1, profile);
     auto info = InspectChunk(bytes.data(), bytes.size());
     ASSERT_TRUE(info.ok()) << info.status().ToString();
     EXPECT_EQ(info->scheme, QuantScheme::kPredicted);
     EXPECT_EQ(info->sink_rows, 4);
-    const Kv2 out = Decode(bytes);
+    const Kv2 out = Decode(bytes, DType::kF32, profile);
     // Every segment's symbols, and the reference decoder run position by position through the slices.
     std::vector<CodedSegment> coded;
     std::vector<uint32_t> kept;
@@ -274,18 +285,40 @@ TEST(PredictedChunk, DecoderReproducesTheNormativeReconstruction) {
     for (size_t i = 0; i < coded.size(); ++i) EXPECT_EQ(escapes[i], coded[i].escapes.data() + coded[i].escapes.size());
     // Every kernel encodes the same bytes and decodes the same bits, on one thread or several.
     std::vector<uint8_t> portable_bytes, avx2_bytes, avx512_bytes;
-    testing::WithPortableKernels([&] { portable_bytes = EncodePredicted(k, v, 0, level); });
-    testing::WithKernelsDisabled("KVSTREAM_DISABLE_AVX512", [&] { avx2_bytes = EncodePredicted(k, v, 0, level); });
-    testing::WithKernelsDisabled("KVSTREAM_DISABLE_AMX", [&] { avx512_bytes = EncodePredicted(k, v, 0, level); });
+    testing::WithPortableKernels([&] { portable_bytes = EncodePredicted(k, v, 0, level, nullptr, 1, profile); });
+    testing::WithKernelsDisabled("KVSTREAM_DISABLE_AVX512", [&] { avx2_bytes = EncodePredicted(k, v, 0, level, nullptr, 1, profile); });
+    testing::WithKernelsDisabled("KVSTREAM_DISABLE_AMX", [&] { avx512_bytes = EncodePredicted(k, v, 0, level, nullptr, 1, profile); });
     EXPECT_EQ(portable_bytes, bytes);
     EXPECT_EQ(avx2_bytes, bytes);
     EXPECT_EQ(avx512_bytes, bytes);
-    EXPECT_EQ(EncodePredicted(k, v, 0, level, nullptr, 3), bytes);
-    testing::ExpectEveryKernelDecodesTheSameBits(bytes, out, [](const std::vector<uint8_t>& b) { return Decode(b); });
+    EXPECT_EQ(EncodePredicted(k, v, 0, level, nullptr, 3, profile), bytes);
+    testing::ExpectEveryKernelDecodesTheSameBits(bytes, out, [&](const std::vector<uint8_t>& b) { return Decode(b, DType::kF32, profile); });
     testing::ExpectSmallerThanTheLevelBefore(bytes, k.view, "predicted", level, stats.escapes, &previous_bits);
   }
 }
 
+TEST(PredictedProfile, BytePredictorsKeepWeightsWithinInt8AtAboutTheSameSize) {
+  const ProfileData& bytes = BytePredictedProfile().data();
+  const ProfileData& words = PredictedProfile().data();
+  for (int16_t w : bytes.prediction.weights) ASSERT_TRUE(w >= -127 && w <= 127) << w;
+  // The int16 predictors use the room they have (else the option would change nothing).
+  EXPECT_GT(*std::max_element(words.prediction.weights.begin(), words.prediction.weights.end()), 127);
+  const auto& kv = Kv();
+  const Tensor k = CopyOf(kv.cache.keys(), DType::kF32, Layout::kDense);
+  const Tensor v = CopyOf(kv.cache.values(), DType::kF32, Layout::kDense);
+  for (Level level : {Level{2}, Level{4}}) {
+    const double coarse = static_cast<double>(EncodePredicted(k, v, 0, level, nullptr, 1, BytePredictedProfile()).size());
+    const double fine = static_cast<double>(EncodePredicted(k, v, 0, level).size());
+    EXPECT_LT(coarse / fine, 1.03) << "level " << level;
+  }
+}
+
+TEST(PredictedChunk, DecoderReproducesTheNormativeReconstruction) {
+  for (bool byte_predictors : {false, true}) {
+    SCOPED_TRACE(byte_predictors ? "byte predictors" : "int16 predictors");
+    ExpectTheNormativeReconstruction(byte_predictors ? BytePredictedProfile() : PredictedProfile());
+  }
+}
 TEST(PredictedChunk, ChunksDecodeLikeTheWholeContextWhateverTheInputLayout) {
   testing::ExpectChunksDecodeLikeTheWholeContext(
       Kv().cache, [](const Tensor& k, const Tensor& v, int64_t t0) { return EncodePredicted(k, v, t0, 3); },

@@ -40,11 +40,13 @@ void WithPortableKernels(F&& f) {
 
 // A profile of stories260K learned from the first `sample_tokens` positions of `kv`, with the transform
 // and the predicted schemes as asked.
-inline Result<Profile> LearnProfile(const RealKv& kv, int sample_tokens, bool transform, bool predict) {
+inline Result<Profile> LearnProfile(const RealKv& kv, int sample_tokens, bool transform, bool predict,
+                                    bool byte_predictors = false) {
   ProfileOptions options;
   options.model = "stories260K";
   options.transform = transform;
   options.predict = predict;
+  options.byte_predictors = byte_predictors;
   options.rope = kv.model->config().rope();
   ProfileBuilder builder(options);
   KVSTREAM_RETURN_IF_ERROR(
