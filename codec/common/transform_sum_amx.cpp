@@ -126,6 +126,8 @@ void MultiplyByteMatrix(const uint8_t* first, const uint8_t* second, int64_t a_s
     _tile_loadd(4, first + k * kTileBytes, a_stride);
     _tile_loadd(5, second + k * kTileBytes, a_stride);
     _tile_loadd(6, m0 + k * kTileSize, kTileBytes);
+    // Spelled out per matrix tile: the intrinsics paste their tile numbers into the instruction, so they
+    // must be literals (a template parameter does not assemble).
     _tile_dpbssd(0, 4, 6);
     if constexpr (kUnsignedSecond) {
       _tile_dpbusd(1, 5, 6);
