@@ -6,11 +6,13 @@
 // until UCX has finished with them.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <thread>
 
@@ -46,9 +48,16 @@ struct Session {
   std::atomic<int> inflight{0};
 };
 
-// The profile's measured quality of the lossy levels for the sender's scheme; null without a profile.
-const std::vector<LevelQuality>* MeasuredQuality(const SenderOptions& options) {
+// The profile's measured quality of the lossy levels for the sender's scheme; null without a profile, and
+// when the profile records that the transform's or predicted levels were measured with other fine rows
+// than the context's chunks are coded with (`fine_rows`: whether the context has any).
+const std::vector<LevelQuality>* MeasuredQuality(const SenderOptions& options, bool fine_rows) {
   if (!options.profile) return nullptr;
+  const std::optional<MeasuredFineRows> measured = options.profile->measured_fine_rows();
+  if (measured && (options.scheme == QuantScheme::kTransform || options.scheme == QuantScheme::kPredicted)) {
+    const MeasuredFineRows coded = fine_rows ? MeasuredFineRows{options.fine_fraction, options.fine_level} : MeasuredFineRows{};
+    if (measured->fraction != coded.fraction || measured->level != coded.level) return nullptr;
+  }
   return &options.profile->QualityOf(options.scheme);
 }
 
@@ -337,7 +346,8 @@ Status Sender::Register(const std::string& id, ContextSpec spec) {
     info.level = level;
     if (level == kLevelFp16 || level == kLevelText) {
       info.quality = 1.0;
-    } else if (const std::vector<LevelQuality>* measured = MeasuredQuality(d.options);
+    } else if (const std::vector<LevelQuality>* measured =
+                   MeasuredQuality(d.options, std::isfinite(context->fine_min_importance));
                IsLossyLevel(level) && measured && static_cast<size_t>(level) <= measured->size()) {
       info.quality = (*measured)[level - 1].top1_agreement;  // NaN when not measured
     } else {

@@ -122,6 +122,9 @@ Status RunProfile(const Args& args) {
       KVSTREAM_ASSIGN_OR_RETURN(profile, profile.WithQuality(spec.level, q, scheme));
     }
   }
+  if (learned->Supports(QuantScheme::kTransform)) {  // so that a sender can check its fine rows are these
+    KVSTREAM_ASSIGN_OR_RETURN(profile, profile.WithMeasuredFineRows({fine_fraction, fine_fraction > 0 ? fine_level : 0}));
+  }
   KVSTREAM_RETURN_IF_ERROR(WriteFileBytes(out_path, profile.bytes().data(), profile.bytes().size()));
   std::printf("wrote %s: %zu bytes, hash %s\n", out_path.c_str(), profile.bytes().size(), HashHex(profile.hash()).c_str());
   return Status::Ok();
@@ -166,7 +169,8 @@ KVSTREAM_REGISTER_COMMAND(profile, {
     "                         predicted scheme decodes about 1.3x faster, for 0.2-0.5 % more bits\n" +
         FineRowsHelp(25) +
     "                         (the transform and predicted levels are sized and measured so, as a sender\n"
-    "                         with the same fine rows serves them)\n"
+    "                         with the same fine rows serves them; the profile records F and L, and a\n"
+    "                         sender with other fine rows does not advertise those qualities)\n"
     "  --measure              measure and record each level's quality (top-1 agreement, ppl, KL)\n"
     "  --tokenizer PATH       tokenizer overriding the one found with the model\n"
     "  --threads N            OpenBLAS threads for the forward pass (default 0 = all cores)",

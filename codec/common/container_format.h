@@ -33,8 +33,10 @@ inline int64_t SinkRows(int64_t token_begin, int64_t tokens) {
 }
 
 inline constexpr uint8_t kProfileMagic[4] = {'K', 'V', 'P', 'F'};
-inline constexpr uint16_t kProfileVersion = 3;  // 2: optional transform section; 3: optional prediction section
+// 2: optional transform section; 3: optional prediction section; 4: the fine rows of the measured qualities.
+inline constexpr uint16_t kProfileVersion = 4;
 inline constexpr uint16_t kProfileVersionWithoutPrediction = 2;  // still read
+inline constexpr uint16_t kProfileVersionWithoutMeasuredFineRows = 3;  // still read
 
 // Symbol alphabet of the lossy schemes: 0 is the escape (the value follows as fp16 in the segment's
 // escape list); s in [1, 255] is the integer q = s - 128.

@@ -146,6 +146,8 @@ void ProfileData::Finalize() {
       codec::WriteTableBank(p.levels[i].bank, w);
     }
   }
+  w.F64(measured_fine_rows.fraction);
+  w.U8(static_cast<uint8_t>(measured_fine_rows.level));
   w.U32(codec::Crc32c(bytes.data(), bytes.size()));
   hash = ProfileHash(bytes.data(), bytes.size());
 }
@@ -283,6 +285,27 @@ Status ReadPrediction(ByteReader& in, ProfileData* d) {
   return Status::Ok();
 }
 
+// NaN at level 0 (not recorded) is valid in the bytes; WithMeasuredFineRows takes a measurement only.
+Status CheckMeasuredFineRows(const MeasuredFineRows& fine, size_t levels, bool allow_unrecorded) {
+  const bool unrecorded = allow_unrecorded && std::isnan(fine.fraction) && fine.level == 0;
+  const bool none = fine.fraction == 0.0 && fine.level == 0;
+  const bool some = fine.fraction > 0.0 && fine.fraction <= 1.0 && fine.level >= 1 && static_cast<size_t>(fine.level) <= levels;
+  if (unrecorded || none || some) return Status::Ok();
+  return Status::InvalidArgument("profile: measured fine rows " + std::to_string(fine.fraction) + " at level " +
+                                 std::to_string(fine.level) + ", expected a fraction in (0, 1] at a level in 1.." +
+                                 std::to_string(levels) + ", or 0 at level 0");
+}
+
+// The fine rows of the measured qualities (profile version 4 on).
+Status ReadMeasuredFineRows(ByteReader& in, ProfileData* d) {
+  uint8_t level = 0;
+  KVSTREAM_RETURN_IF_ERROR(in.F64(&d->measured_fine_rows.fraction, "measured fine-row fraction"));
+  KVSTREAM_RETURN_IF_ERROR(in.U8(&level, "measured fine-row level"));
+  d->measured_fine_rows.level = static_cast<Level>(level);
+  const Status st = CheckMeasuredFineRows(d->measured_fine_rows, d->ladder.size(), /*allow_unrecorded=*/true);
+  return st.ok() ? st : Status::CorruptData(st.message());
+}
+
 }  // namespace
 
 Result<Profile> Profile::Parse(const uint8_t* data, size_t size, const ProfileLimits& limits) {
@@ -368,6 +391,7 @@ Result<Profile> Profile::Parse(const uint8_t* data, size_t size, const ProfileLi
   }
   KVSTREAM_RETURN_IF_ERROR(ReadTransform(in, &*d));
   if (version > codec::kProfileVersionWithoutPrediction) KVSTREAM_RETURN_IF_ERROR(ReadPrediction(in, &*d));
+  if (version > codec::kProfileVersionWithoutMeasuredFineRows) KVSTREAM_RETURN_IF_ERROR(ReadMeasuredFineRows(in, &*d));
   if (in.remaining() != 0) {
     return Status::CorruptData("profile: " + std::to_string(in.remaining()) + " bytes left over after the last section");
   }
@@ -422,6 +446,19 @@ Result<Profile> Profile::WithQuality(Level level, const LevelQuality& quality, Q
                                       : scheme == QuantScheme::kPredicted ? copy->prediction.quality
                                                                           : copy->quality;
   target[static_cast<size_t>(level - 1)] = quality;
+  copy->Finalize();
+  return Profile(std::move(copy));
+}
+
+std::optional<MeasuredFineRows> Profile::measured_fine_rows() const {
+  if (std::isnan(data_->measured_fine_rows.fraction)) return std::nullopt;
+  return data_->measured_fine_rows;
+}
+
+Result<Profile> Profile::WithMeasuredFineRows(const MeasuredFineRows& fine) const {
+  KVSTREAM_RETURN_IF_ERROR(CheckMeasuredFineRows(fine, data_->ladder.size(), /*allow_unrecorded=*/false));
+  auto copy = std::make_shared<ProfileData>(*data_);
+  copy->measured_fine_rows = fine;
   copy->Finalize();
   return Profile(std::move(copy));
 }

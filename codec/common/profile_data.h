@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,6 +87,8 @@ struct ProfileData {
   ProfileTransform transform;
   bool has_prediction = false;  // only with a transform (its rope and level steps)
   ProfilePrediction prediction;
+  // Fraction NaN (and level 0): not recorded, as in every profile before version 4.
+  MeasuredFineRows measured_fine_rows{std::numeric_limits<double>::quiet_NaN(), 0};
   std::vector<uint8_t> bytes;            // canonical serialisation (set by Finalize)
   uint64_t hash = 0;
   // The int16 matrices in the AMX kernel's layout (transform_sum.h), set by PrepareKernels when the CPU

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,14 @@ struct LevelQuality {
   double ppl_delta_pct = std::numeric_limits<double>::quiet_NaN();
   double kl_mean = std::numeric_limits<double>::quiet_NaN();
   double bits_per_value = std::numeric_limits<double>::quiet_NaN();
+};
+
+// The fine rows (codec.h, EncodeOptions::fine_min_importance) that the transform's and predicted
+// levels' recorded qualities were measured with: the `fraction` of each context's tokens that received
+// the most attention (FineRowsThreshold), coded at `level`. {0, 0}: none.
+struct MeasuredFineRows {
+  double fraction = 0.0;
+  Level level = 0;
 };
 
 struct ProfileLimits {
@@ -89,6 +98,13 @@ class Profile {
   // the hash changes with the bytes).
   Result<Profile> WithQuality(Level level, const LevelQuality& quality,
                               QuantScheme scheme = QuantScheme::kChannelUniform) const;
+  // The fine rows the transform's and predicted qualities were measured with; nullopt when not recorded
+  // (profiles before format version 4, and until WithMeasuredFineRows). A sender whose fine rows differ
+  // from recorded ones does not advertise those qualities.
+  std::optional<MeasuredFineRows> measured_fine_rows() const;
+  // A copy that records them (fraction in [0, 1]; level in 1..ladder().size() when the fraction is above
+  // 0, else 0).
+  Result<Profile> WithMeasuredFineRows(const MeasuredFineRows& fine) const;
 
   const ProfileData& data() const { return *data_; }
 

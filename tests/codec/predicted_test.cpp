@@ -192,19 +192,60 @@ TEST(PredictedProfile, SavesLoadsAndRefusesCorruptSections) {
   refused(bad, "prediction flag");
   for (size_t cut = 0; cut < p.bytes().size(); cut += 1009) EXPECT_FALSE(Profile::Parse(p.bytes().data(), cut).ok());
 
-  // A version-2 profile (before the prediction section) still parses, without a prediction.
-  ProfileData old = d;
-  old.has_prediction = false;
-  old.Finalize();
-  std::vector<uint8_t> v2(old.bytes.begin(), old.bytes.end() - 5);  // without the flag byte and the CRC
-  const uint16_t version = codec::kProfileVersionWithoutPrediction;
-  std::memcpy(v2.data() + 4, &version, 2);
-  const uint32_t crc = codec::Crc32c(v2.data(), v2.size());
-  v2.insert(v2.end(), reinterpret_cast<const uint8_t*>(&crc), reinterpret_cast<const uint8_t*>(&crc) + 4);
-  auto from_v2 = Profile::Parse(v2.data(), v2.size());
+  // Older versions still parse: 3 without the measured fine rows (9 bytes before the CRC), 2 also without
+  // the prediction flag byte (and so without a prediction).
+  const auto older = [](const ProfileData& data, uint16_t version, size_t cut) {
+    std::vector<uint8_t> bytes(data.bytes.begin(), data.bytes.end() - 4 - cut);
+    std::memcpy(bytes.data() + 4, &version, 2);
+    const uint32_t crc = codec::Crc32c(bytes.data(), bytes.size());
+    bytes.insert(bytes.end(), reinterpret_cast<const uint8_t*>(&crc), reinterpret_cast<const uint8_t*>(&crc) + 4);
+    return Profile::Parse(bytes.data(), bytes.size());
+  };
+  auto from_v3 = older(d, codec::kProfileVersionWithoutMeasuredFineRows, 9);
+  ASSERT_TRUE(from_v3.ok()) << from_v3.status().ToString();
+  EXPECT_TRUE(from_v3->Supports(QuantScheme::kPredicted));
+  EXPECT_FALSE(from_v3->measured_fine_rows().has_value());
+  ProfileData without_prediction = d;
+  without_prediction.has_prediction = false;
+  without_prediction.Finalize();
+  auto from_v2 = older(without_prediction, codec::kProfileVersionWithoutPrediction, 10);
   ASSERT_TRUE(from_v2.ok()) << from_v2.status().ToString();
   EXPECT_TRUE(from_v2->Supports(QuantScheme::kTransform));
   EXPECT_FALSE(from_v2->Supports(QuantScheme::kPredicted));
+}
+
+TEST(PredictedProfile, RecordsTheFineRowsItsQualitiesWereMeasuredWith) {
+  const Profile& p = PredictedProfile();
+  EXPECT_FALSE(p.measured_fine_rows().has_value()) << "a learned profile measured nothing yet";
+  for (const MeasuredFineRows& fine : {MeasuredFineRows{0.08, 2}, MeasuredFineRows{0.0, 0}}) {
+    auto recorded = p.WithMeasuredFineRows(fine);
+    ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
+    EXPECT_NE(recorded->hash(), p.hash());
+    auto parsed = Profile::Parse(recorded->bytes().data(), recorded->bytes().size());
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    ASSERT_TRUE(parsed->measured_fine_rows().has_value());
+    EXPECT_EQ(parsed->measured_fine_rows()->fraction, fine.fraction);
+    EXPECT_EQ(parsed->measured_fine_rows()->level, fine.level);
+  }
+  const Level levels = static_cast<Level>(p.ladder().size());
+  for (const MeasuredFineRows& bad : {MeasuredFineRows{1.5, 2}, MeasuredFineRows{0.08, 0}, MeasuredFineRows{0.08, levels + 1},
+                                      MeasuredFineRows{0.0, 2}, MeasuredFineRows{std::nan(""), 0}, MeasuredFineRows{-0.1, 2}}) {
+    auto refused = p.WithMeasuredFineRows(bad);
+    ASSERT_FALSE(refused.ok()) << bad.fraction << " at " << bad.level;
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    // The same values in the bytes are corrupt data.
+    ProfileData data = p.data();
+    data.measured_fine_rows = bad;
+    data.Finalize();
+    auto parsed = Profile::Parse(data.bytes.data(), data.bytes.size());
+    if (std::isnan(bad.fraction)) {
+      EXPECT_TRUE(parsed.ok()) << "NaN at level 0 is 'not recorded'";
+    } else {
+      ASSERT_FALSE(parsed.ok()) << bad.fraction << " at " << bad.level;
+      EXPECT_EQ(parsed.status().code(), StatusCode::kCorruptData);
+      EXPECT_NE(parsed.status().message().find("fine rows"), std::string::npos) << parsed.status().ToString();
+    }
+  }
 }
 
 TEST(PredictedProfile, NeedsTheTransformAndEnoughSamples) {

@@ -174,7 +174,10 @@ void FetchTest::CheckTransformScheme(QuantScheme scheme) {
   measured.top1_agreement = 0.75;
   auto with_quality = built->WithQuality(3, measured, scheme);
   ASSERT_TRUE(with_quality.ok()) << with_quality.status().ToString();
-  const auto profile = std::make_shared<const Profile>(std::move(*with_quality));
+  // Measured with the fine rows the sender below codes: 10 % of the context's tokens at level 2.
+  auto with_fine_rows = with_quality->WithMeasuredFineRows({0.1, 2});
+  ASSERT_TRUE(with_fine_rows.ok()) << with_fine_rows.status().ToString();
+  const auto profile = std::make_shared<const Profile>(std::move(*with_fine_rows));
 
   SenderOptions so = TestSenderOptions();
   so.scheme = scheme;
@@ -191,6 +194,12 @@ void FetchTest::CheckTransformScheme(QuantScheme scheme) {
   auto plain = Sender::Start(plain_options);
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
   ASSERT_TRUE((*plain)->Register("gpl", SpecOf(kv)).ok());
+  // Same scheme without fine rows: the profile's qualities are not this sender's, so it advertises none.
+  SenderOptions other_options = so;
+  other_options.fine_fraction = 0.0;
+  auto other = Sender::Start(other_options);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  ASSERT_TRUE((*other)->Register("gpl", SpecOf(kv)).ok());
 
   ReceiverOptions ro = TestReceiverOptions();
   ro.profile = profile;
@@ -206,6 +215,11 @@ void FetchTest::CheckTransformScheme(QuantScheme scheme) {
   EXPECT_EQ(manifest->manifest.levels[l3].quality, 0.75);
   EXPECT_TRUE(std::isnan(plain_manifest->manifest.levels[l3].quality)) << "channel-uniform was not measured";
   EXPECT_LT(LevelBytes(manifest->manifest, l3), LevelBytes(plain_manifest->manifest, l3));
+  auto other_receiver = Receiver::Connect("127.0.0.1", (*other)->port(), ro);
+  ASSERT_TRUE(other_receiver.ok()) << other_receiver.status().ToString();
+  auto other_manifest = (*other_receiver)->GetManifest("gpl");
+  ASSERT_TRUE(other_manifest.ok()) << other_manifest.status().ToString();
+  EXPECT_TRUE(std::isnan(other_manifest->manifest.levels[l3].quality)) << "measured with other fine rows";
 
   Destination got(kv);
   FixedLevelPolicy policy(3);
