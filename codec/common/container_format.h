@@ -14,7 +14,8 @@
 namespace kvstream::codec {
 
 inline constexpr uint8_t kChunkMagic[4] = {'K', 'V', 'C', 'K'};
-inline constexpr uint16_t kChunkVersion = 3;  // 2: sink rows (header byte 13); 3: rANS streams of 16 lanes
+// 2: sink rows (header byte 13); 3: rANS streams of 16 lanes; 4: their states stored by bit length.
+inline constexpr uint16_t kChunkVersion = 4;
 inline constexpr uint32_t kChunkFixedHeaderBytes = 64;
 inline constexpr uint32_t kSegmentEntryBytes = 24;
 inline constexpr uint8_t kChunkFlagInChunkTables = 0x01;

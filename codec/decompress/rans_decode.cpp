@@ -92,12 +92,14 @@ class StreamDecoder {
       return job.start_states ? StartFrom(*job.start_states) : Status::Ok();
     }
     if (job.data == nullptr && job.size != 0) return Status::InvalidArgument("rANS decode: null data");
+    size_t header = 0;
+    if (lanes_stored > 0) KVSTREAM_RETURN_IF_ERROR(LoadStates(lanes_stored, &header));
     if (job.n == 0) {  // a chained stream of no symbols: its header is its end states
-      if (job.size != 4 * kLanes) {
+      if (job.size != header) {
         return Status::CorruptData("rANS stream: " + std::to_string(job.size) + " bytes for 0 symbols, expected the " +
-                                   std::to_string(4 * kLanes) + "-byte header");
+                                   std::to_string(header) + "-byte header");
       }
-      return LoadStates(job.data);
+      return Status::Ok();
     }
     if (job.out == nullptr || job.models == nullptr || job.period == 0) {
       return Status::InvalidArgument("rANS decode: null data, output or models, or period 0 (period = " +
@@ -108,20 +110,11 @@ class StreamDecoder {
       if (job.models[m] == nullptr) return Status::InvalidArgument("rANS decode: model " + std::to_string(m) + " is null");
       tables_[m] = job.models[m]->decode_table();
     }
-    const size_t header = 4 * lanes_stored;
-    if (job.size < header) {
-      return Status::CorruptData("rANS stream: size " + std::to_string(job.size) + " bytes, shorter than the " +
-                                 std::to_string(header) + "-byte header of " + std::to_string(job.n) + " symbols");
-    }
     if ((job.size - header) % 2 != 0) {
-      return Status::CorruptData("rANS stream: size " + std::to_string(job.size) +
-                                 " bytes leaves an odd number of bytes after the header");
+      return Status::CorruptData("rANS stream: size " + std::to_string(job.size) + " bytes leaves an odd number of " +
+                                 "bytes after the " + std::to_string(header) + "-byte header");
     }
-    if (job.start_states) {
-      KVSTREAM_RETURN_IF_ERROR(StartFrom(*job.start_states));
-    } else {
-      KVSTREAM_RETURN_IF_ERROR(LoadStates(job.data));
-    }
+    if (job.start_states) KVSTREAM_RETURN_IF_ERROR(StartFrom(*job.start_states));
     cursor_.pos = job.data + header;
     cursor_.end = job.data + job.size;
     cursor_.out = job.out;
@@ -162,21 +155,45 @@ class StreamDecoder {
   }
 
  private:
-  // The header's states of the lanes it stores (each must be in [2^16, 2^32)); the others, which code no
-  // symbol, sit at 2^16 from the start.
-  Status LoadStates(const uint8_t* header) {
-    const size_t lanes = job_.end_states ? kLanes : (job_.n < kLanes ? job_.n : kLanes);
+  // The header's states of its first `lanes` lanes (docs/rans.md, "Stream layout": each state's bit
+  // length, then its bits below the leading one, so every state lies in [2^16, 2^32)), and its size in
+  // bytes; the other lanes, which code no symbol, sit at 2^16 from the start.
+  Status LoadStates(size_t lanes, size_t* header_bytes) {
+    const uint8_t* data = job_.data;
+    const size_t length_bytes = (lanes + 1) / 2;
+    if (job_.size < length_bytes) return Truncated(length_bytes);
+    size_t bits = 0;
+    for (size_t j = 0; j < lanes; ++j) bits += BitsBelowTheLeadingOne(data, j);
+    *header_bytes = length_bytes + (bits + 7) / 8;
+    if (job_.size < *header_bytes) return Truncated(*header_bytes);
+    if (lanes % 2 == 1 && (data[lanes / 2] >> 4) != 0) {
+      return Status::CorruptData("rANS stream: the header's unused length nibble is not 0");
+    }
+    uint64_t pending = 0;  // bits read, least significant first
+    int pending_bits = 0;
+    const uint8_t* next = data + length_bytes;
     for (size_t j = 0; j < kLanes; ++j) {
       state_[j] = kRansStateLow;
       if (j >= lanes) continue;
-      const uint8_t* b = header + 4 * j;
-      state_[j] = b[0] | (uint32_t{b[1]} << 8) | (uint32_t{b[2]} << 16) | (uint32_t{b[3]} << 24);
-      if (state_[j] < kRansStateLow) {
-        return Status::CorruptData("rANS stream: initial state of lane " + std::to_string(j) + " = " +
-                                   std::to_string(state_[j]) + ", below " + std::to_string(kRansStateLow));
+      const int n = BitsBelowTheLeadingOne(data, j);
+      while (pending_bits < n) {
+        pending |= uint64_t{*next++} << pending_bits;
+        pending_bits += 8;
       }
+      state_[j] = (uint32_t{1} << n) | static_cast<uint32_t>(pending & ((uint64_t{1} << n) - 1));
+      pending >>= n;
+      pending_bits -= n;
     }
+    if (pending != 0) return Status::CorruptData("rANS stream: the header's padding bits are not 0");
     return Status::Ok();
+  }
+
+  // Lane j's state has 17 + (its length nibble) bits; all but the leading one are stored.
+  static int BitsBelowTheLeadingOne(const uint8_t* lengths, size_t j) { return 16 + ((lengths[j / 2] >> (4 * (j % 2))) & 15); }
+
+  Status Truncated(size_t header_bytes) const {
+    return Status::CorruptData("rANS stream: size " + std::to_string(job_.size) + " bytes, shorter than its " +
+                               std::to_string(header_bytes) + "-byte header (" + std::to_string(job_.n) + " symbols)");
   }
 
   // The states the previous stream of a chain ended in (each in [2^16, 2^32) unless that stream failed).

@@ -102,6 +102,7 @@ TEST(ChunkCorrupt, LyingHeaderFieldsAreNamed) {
       {0, 1, 'X', "magic"},
       {4, 2, 1, "version"},
       {4, 2, 2, "version"},  // version 2: 32-lane rANS streams
+      {4, 2, 3, "version"},  // version 3: rANS states stored as uint32
       {6, 2, 65, "header size"},
       {8, 1, 99, "level"},
       {9, 1, 9, "scheme"},

@@ -148,8 +148,52 @@ Status Decode(Path path, const std::vector<uint8_t>& stream, const std::vector<c
 }
 
 // The reference coder, written from docs/rans.md with plain division and a linear search of the
-// cumulative frequencies instead of the library's tables.
+// cumulative frequencies instead of the library's tables, and the header's bits one at a time.
 constexpr int kLanes = 16;
+
+std::vector<uint8_t> ReferenceHeader(const std::vector<uint32_t>& x, size_t lanes) {
+  std::vector<uint8_t> out((lanes + 1) / 2, 0);
+  std::vector<int> bits;
+  for (size_t j = 0; j < lanes; ++j) {
+    int below = 0;  // bits below the leading one
+    while ((x[j] >> below) > 1) ++below;
+    out[j / 2] = static_cast<uint8_t>(out[j / 2] | ((below - 16) << (4 * (j % 2))));
+    for (int b = 0; b < below; ++b) bits.push_back((x[j] >> b) & 1);
+  }
+  for (size_t i = 0; i < bits.size(); ++i) {
+    if (i % 8 == 0) out.push_back(0);
+    out.back() = static_cast<uint8_t>(out.back() | (bits[i] << (i % 8)));
+  }
+  return out;
+}
+
+// The header's states; its size in *header_bytes. False if the stream is too short or a spare bit is set.
+bool ReferenceStates(const std::vector<uint8_t>& stream, size_t lanes, std::vector<uint32_t>* x, size_t* header_bytes) {
+  const size_t length_bytes = (lanes + 1) / 2;
+  if (stream.size() < length_bytes) return false;
+  if (lanes % 2 == 1 && (stream[lanes / 2] >> 4) != 0) return false;
+  size_t bit = 8 * length_bytes;
+  const auto next_bit = [&]() -> int {
+    const int b = bit / 8 < stream.size() ? (stream[bit / 8] >> (bit % 8)) & 1 : -1;
+    ++bit;
+    return b;
+  };
+  for (size_t j = 0; j < lanes; ++j) {
+    const int below = 16 + ((stream[j / 2] >> (4 * (j % 2))) & 15);
+    uint32_t v = 1u << below;
+    for (int b = 0; b < below; ++b) {
+      const int value = next_bit();
+      if (value < 0) return false;
+      v |= static_cast<uint32_t>(value) << b;
+    }
+    (*x)[j] = v;
+  }
+  while (bit % 8 != 0) {
+    if (next_bit() != 0) return false;
+  }
+  *header_bytes = bit / 8;
+  return true;
+}
 
 std::vector<uint8_t> ReferenceEncode(const std::vector<uint8_t>& symbols,
                                      const std::vector<const RansModel*>& models) {
@@ -168,10 +212,7 @@ std::vector<uint8_t> ReferenceEncode(const std::vector<uint8_t>& symbols,
     }
     x[i % kLanes] = static_cast<uint32_t>((v / f) * 4096 + v % f + start);
   }
-  std::vector<uint8_t> out;
-  for (size_t j = 0; j < std::min<size_t>(n, kLanes); ++j) {
-    for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(x[j] >> (8 * b)));
-  }
+  std::vector<uint8_t> out = ReferenceHeader(x, std::min<size_t>(n, kLanes));
   for (auto it = emitted.rbegin(); it != emitted.rend(); ++it) {
     out.push_back(static_cast<uint8_t>(*it));
     out.push_back(static_cast<uint8_t>(*it >> 8));
@@ -183,13 +224,9 @@ bool ReferenceDecode(const std::vector<uint8_t>& stream, const std::vector<const
                      std::vector<uint8_t>* out) {
   const size_t n = out->size();
   const size_t lanes = std::min<size_t>(n, kLanes);
-  if (stream.size() < 4 * lanes) return false;
   std::vector<uint32_t> x(kLanes, 1u << 16);
-  for (size_t j = 0; j < lanes; ++j) {
-    x[j] = stream[4 * j] | (stream[4 * j + 1] << 8) | (stream[4 * j + 2] << 16) |
-           (static_cast<uint32_t>(stream[4 * j + 3]) << 24);
-  }
-  size_t pos = 4 * lanes;
+  size_t pos = 0;
+  if (lanes > 0 && !ReferenceStates(stream, lanes, &x, &pos)) return false;
   for (size_t i = 0; i < n; ++i) {
     const RansModel& m = *models[i % models.size()];
     uint32_t& v = x[i % kLanes];
@@ -477,14 +514,31 @@ TEST(Rans, TrailingBytesAndBadStatesAreErrors) {
   EXPECT_EQ(st.code(), StatusCode::kCorruptData);
   EXPECT_NE(st.message().find("left over"), std::string::npos) << st.message();
 
-  auto low = stream;
-  low[4 * 5 + 2] = low[4 * 5 + 3] = 0;  // lane 5's initial state below 2^16
-  st = Decode(Path::kBest, low, ptrs, &out);
-  EXPECT_NE(st.message().find("initial state of lane 5"), std::string::npos) << st.message();
+  // Every header holds states in [2^16, 2^32); one cut short, or with a spare bit set, is refused.
+  for (size_t cut : {size_t{0}, size_t{3}, size_t{8}, size_t{20}}) {
+    const std::vector<uint8_t> short_header(stream.begin(), stream.begin() + cut);
+    st = Decode(Path::kBest, short_header, ptrs, &out);
+    EXPECT_EQ(st.code(), StatusCode::kCorruptData);
+    EXPECT_NE(st.message().find("header"), std::string::npos) << st.message();
+  }
+  std::vector<uint32_t> states(kLanes);
+  size_t header = 0;
+  ASSERT_TRUE(ReferenceStates(stream, kLanes, &states, &header));
+  auto spare = stream;
+  spare[header - 1] ^= 0x80;  // a padding bit, or the last state's top stored bit: refused either way
+  st = Decode(Path::kBest, spare, ptrs, &out);
+  EXPECT_EQ(st.code(), StatusCode::kCorruptData);
+  const std::vector<uint8_t> few(symbols.begin(), symbols.begin() + 5);  // 5 lanes: an unused nibble
+  std::vector<uint8_t> few_stream;
+  ASSERT_TRUE(RansEncode(few.data(), few.size(), ptrs.data(), period, &few_stream).ok());
+  few_stream[2] |= 0x10;
+  std::vector<uint8_t> few_out(few.size());
+  st = Decode(Path::kBest, few_stream, ptrs, &few_out);
+  EXPECT_NE(st.message().find("unused length nibble"), std::string::npos) << st.message();
 
   // A different but valid initial state decodes to the end and is caught by the final-state check.
   auto shifted = stream;
-  shifted[4 * 15] ^= 1;
+  shifted[kLanes / 2] ^= 1;  // lane 0's lowest bit
   st = Decode(Path::kBest, shifted, ptrs, &out);
   EXPECT_EQ(st.code(), StatusCode::kCorruptData);
 
@@ -554,9 +608,7 @@ TEST(Rans, StreamsDecodedTogetherDecodeLikeSingleStreams) {
                      std::to_string(corrupt));
         auto in = streams;
         if (corrupt >= 0 && corrupt % 2 == 0) in[corrupt].erase(in[corrupt].end() - 2, in[corrupt].end());
-        if (corrupt >= 0 && corrupt % 2 == 1) {
-          in[corrupt][4 * 3 + 2] = in[corrupt][4 * 3 + 3] = 0;  // lane 3's initial state below 2^16
-        }
+        if (corrupt >= 0 && corrupt % 2 == 1) in[corrupt].resize(5);  // a header cut short
         std::vector<std::vector<uint8_t>> out;
         std::vector<RansDecodeJob> jobs;
         for (size_t i = 0; i < n; ++i) out.emplace_back(lengths[i]);
@@ -600,7 +652,7 @@ TEST(Rans, ChainedStreamsHandTheirStatesOn) {
       RansLanes handover;
       ASSERT_TRUE(RansEncode(second.data(), second_n, second_ptrs.data(), 5, &b, nullptr, &handover).ok());
       ASSERT_TRUE(RansEncode(first.data(), first_n, first_ptrs.data(), 3, &a, &handover).ok());
-      ASSERT_GE(a.size(), 4u * kLanes);  // every lane's state
+      ASSERT_GE(a.size(), (kLanes / 2) + 2u * kLanes);  // every lane's state: its length and 16 bits or more
       if (second_n == 0) {
         EXPECT_TRUE(b.empty());
         for (uint32_t x : handover.state) EXPECT_EQ(x, 1u << 16);
