@@ -42,23 +42,22 @@ Result<Profile> BuildProfile(int sample_tokens, bool transform = true, bool byte
   return testing::LearnProfile(Kv(), sample_tokens, transform, /*predict=*/true, byte_predictors);
 }
 
-const Profile& LearnedOnce(bool byte_predictors) {
-  static const Profile profiles[2] = {[] {
-                                        auto p = BuildProfile(kSampleTokens);
-                                        EXPECT_TRUE(p.ok()) << p.status().ToString();
-                                        return std::move(p).value();
-                                      }(),
-                                      [] {
-                                        auto p = BuildProfile(kSampleTokens, true, /*byte_predictors=*/true);
-                                        EXPECT_TRUE(p.ok()) << p.status().ToString();
-                                        return std::move(p).value();
-                                      }()};
-  return profiles[byte_predictors ? 1 : 0];
+Profile Learned(bool byte_predictors) {
+  auto p = BuildProfile(kSampleTokens, /*transform=*/true, byte_predictors);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return std::move(p).value();
 }
 
-const Profile& PredictedProfile() { return LearnedOnce(false); }
+const Profile& PredictedProfile() {
+  static const Profile profile = Learned(false);
+  return profile;
+}
+
 // ProfileOptions::byte_predictors: the AMX kernel's byte paths.
-const Profile& BytePredictedProfile() { return LearnedOnce(true); }
+const Profile& BytePredictedProfile() {
+  static const Profile profile = Learned(true);
+  return profile;
+}
 
 std::vector<uint8_t> EncodePredicted(const Tensor& k, const Tensor& v, int64_t t0, Level level, EncodeStats* stats = nullptr,
                                      int threads = 1, const Profile& profile = PredictedProfile()) {
