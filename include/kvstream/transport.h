@@ -39,7 +39,8 @@ struct DataPlaneOptions {
   // at once on network activity or a new operation, so this bounds only timeout precision.
   int poll_interval_ms = 50;
   // After network activity the progress thread keeps polling this long before it sleeps, so a transfer
-  // in full swing pays no wakeup per message; an idle DataPlane sleeps. 0 = always sleep when idle.
+  // in full swing pays no wakeup per message (yielding the core between polls to any other thread that
+  // wants it); an idle DataPlane sleeps. 0 = always sleep when idle.
   int busy_poll_us = 200;
 };
 
