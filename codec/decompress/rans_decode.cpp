@@ -31,10 +31,12 @@ bool BuildLaneOffsets(const std::vector<const uint32_t*>& tables, std::vector<in
   const auto base = reinterpret_cast<uintptr_t>(tables[0]);
   constexpr int64_t kTableBytes = 4 * kRansProbScale;
   offsets->resize(cycle);
-  for (size_t p = 0; p < cycle; ++p) {
-    const int64_t diff = static_cast<int64_t>(reinterpret_cast<uintptr_t>(tables[p % period]) - base);
+  // The model index runs alongside: a division per position (p % period) was 3 % of a predicted decode.
+  for (size_t p = 0, m = 0; p < cycle; ++p) {
+    const int64_t diff = static_cast<int64_t>(reinterpret_cast<uintptr_t>(tables[m]) - base);
     if (diff < INT32_MIN || diff > INT32_MAX - kTableBytes) return false;
     (*offsets)[p] = static_cast<int32_t>(diff);
+    if (++m == period) m = 0;
   }
   *cycle_groups = cycle / kLanes;
   return true;
