@@ -39,14 +39,15 @@ const float* PredictedRows::Predict(int slice, const int16_t* const* inputs, int
     SumComponents(inputs[b], rows, n_c, weights, n_c, acc_.data() + b * values, d_.AmxPredictorBlock(block));
   }
   const float* bias = d_.prediction.bias.data() + static_cast<size_t>(slice) * static_cast<size_t>(n_c);
+  const float* scales[3];
+  const int32_t* sums[3];
+  for (int b = 0; b < blocks; ++b) {
+    scales[b] = d_.prediction.weight_scales.data() + (first_block + static_cast<size_t>(b)) * static_cast<size_t>(n_c);
+  }
   const RowKernels& kernels = RowKernelsForCpu();
   for (int64_t r = 0; r < rows; ++r) {
-    float* base = base_.data() + r * n_c;
-    std::copy(bias, bias + n_c, base);
-    for (int b = 0; b < blocks; ++b) {
-      const float* scale = d_.prediction.weight_scales.data() + (first_block + static_cast<size_t>(b)) * static_cast<size_t>(n_c);
-      kernels.add_prediction(base, acc_.data() + b * values + r * n_c, scale, n_c);
-    }
+    for (int b = 0; b < blocks; ++b) sums[b] = acc_.data() + b * values + r * n_c;
+    kernels.predict(bias, sums, scales, blocks, n_c, base_.data() + r * n_c);
   }
   return base_.data();
 }

@@ -14,8 +14,10 @@ struct RowKernels {
   void (*dequant)(const int32_t* acc, const float* offset, float scaled_step, int64_t n, float* y);
   // y[c] = AddEscapedComponent(y[c], weight, scaled_step, basis[c])
   void (*add_escaped)(float* y, float weight, float scaled_step, const int16_t* basis, int64_t n);
-  // base[c] = AddPrediction(base[c], sums[c], scale[c])
-  void (*add_prediction)(float* base, const int32_t* sums, const float* scale, int64_t n);
+  // base[c] = bias[c], then base[c] = AddPrediction(base[c], sums[b][c], scales[b][c]) for b = 0 ..
+  // blocks - 1 in that order (one pass over the row for all of a slice's predictor blocks)
+  void (*predict)(const float* bias, const int32_t* const* sums, const float* const* scales, int blocks, int64_t n,
+                  float* base);
   // z[c] = PredictorInput(y[c], inv_grid[c])
   void (*predictor_input)(const float* y, const float* inv_grid, int64_t n, int16_t* z);
 };

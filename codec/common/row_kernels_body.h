@@ -18,15 +18,36 @@ void AddEscapedLoop(float* y, float weight, float scaled_step, const int16_t* ba
   for (int64_t c = 0; c < n; ++c) y[c] = AddEscapedComponent(y[c], weight, scaled_step, basis[c]);
 }
 
-void AddPredictionLoop(float* base, const int32_t* sums, const float* scale, int64_t n) {
-  for (int64_t c = 0; c < n; ++c) base[c] = AddPrediction(base[c], sums[c], scale[c]);
+// A slice has at most three predictor blocks; a block count known at compile time lets the channel loop
+// vectorise with every block's terms in registers.
+template <int kBlocks>
+void PredictBlocks(const float* bias, const int32_t* const* sums, const float* const* scales, int64_t n, float* base) {
+  for (int64_t c = 0; c < n; ++c) {
+    float v = bias[c];
+    for (int b = 0; b < kBlocks; ++b) v = AddPrediction(v, sums[b][c], scales[b][c]);
+    base[c] = v;
+  }
+}
+
+void PredictLoop(const float* bias, const int32_t* const* sums, const float* const* scales, int blocks, int64_t n,
+                 float* base) {
+  switch (blocks) {
+    case 0: return PredictBlocks<0>(bias, sums, scales, n, base);
+    case 1: return PredictBlocks<1>(bias, sums, scales, n, base);
+    case 2: return PredictBlocks<2>(bias, sums, scales, n, base);
+    case 3: return PredictBlocks<3>(bias, sums, scales, n, base);
+  }
+  PredictBlocks<3>(bias, sums, scales, n, base);
+  for (int b = 3; b < blocks; ++b) {
+    for (int64_t c = 0; c < n; ++c) base[c] = AddPrediction(base[c], sums[b][c], scales[b][c]);
+  }
 }
 
 void PredictorInputLoop(const float* y, const float* inv_grid, int64_t n, int16_t* z) {
   for (int64_t c = 0; c < n; ++c) z[c] = PredictorInput(y[c], inv_grid[c]);
 }
 
-constexpr RowKernels kRowKernels{DequantLoop, AddEscapedLoop, AddPredictionLoop, PredictorInputLoop};
+constexpr RowKernels kRowKernels{DequantLoop, AddEscapedLoop, PredictLoop, PredictorInputLoop};
 
 }  // namespace
 }  // namespace kvstream::codec
