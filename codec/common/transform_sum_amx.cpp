@@ -33,26 +33,37 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// The weights of rows [r, r + 16) split into high bytes (signed, into hi) and low bytes (unsigned, into lo),
-// components padded with zeros to `depth` (whole 64-byte chunks) and rows past `rows` all zero. Returns
-// whether every weight lies within int8: then lo, read as signed bytes, holds the weights themselves.
-bool SplitWeights(const int16_t* q, int64_t rows, int64_t kept, int64_t r, int64_t depth, uint8_t* hi, uint8_t* lo) {
-  const int64_t stride = WeightStride(kept);
+// Components [j, j + 32) of weight row `row`: zeros past `kept`, and for rows past `rows`.
+__m512i LoadWeights(const int16_t* q, int64_t rows, int64_t kept, int64_t row, int64_t j) {
+  const int64_t left = row < rows ? kept - j : 0;
+  const __mmask32 mask = left >= 32 ? ~__mmask32{0} : left > 0 ? (__mmask32{1} << left) - 1 : 0;
+  return _mm512_maskz_loadu_epi16(mask, mask ? q + row * WeightStride(kept) + j : q);
+}
+
+// The low bytes of the weights of rows [r, r + 16) into lo, components padded with zeros to `depth` (whole
+// 64-byte chunks) and rows past `rows` all zero. Returns whether every weight lies within int8: then lo,
+// read as signed bytes, holds the weights themselves and no high bytes are needed.
+bool LowBytes(const int16_t* q, int64_t rows, int64_t kept, int64_t r, int64_t depth, uint8_t* lo) {
   const __m512i bias = _mm512_set1_epi16(128), high_byte = _mm512_set1_epi16(static_cast<int16_t>(0xff00));
   __mmask32 outside = 0;
   for (int64_t i = 0; i < kTileRows; ++i) {
-    const int16_t* w = q + (r + i) * stride;
     for (int64_t j = 0; j < depth; j += 32) {
-      const int64_t left = r + i < rows ? kept - j : 0;
-      const __mmask32 mask = left >= 32 ? ~__mmask32{0} : left > 0 ? (__mmask32{1} << left) - 1 : 0;
-      const __m512i v = _mm512_maskz_loadu_epi16(mask, mask ? w + j : q);
+      const __m512i v = LoadWeights(q, rows, kept, r + i, j);
       outside |= _mm512_test_epi16_mask(_mm512_add_epi16(v, bias), high_byte);  // q + 128 outside [0, 255]
-      // vpmovwb keeps each word's low byte.
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + i * depth + j), _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + i * depth + j), _mm512_cvtepi16_epi8(v));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + i * depth + j), _mm512_cvtepi16_epi8(v));  // vpmovwb: low byte
     }
   }
   return outside == 0;
+}
+
+// The high bytes (signed) of the same rows into hi, for weights beyond int8.
+void HighBytes(const int16_t* q, int64_t rows, int64_t kept, int64_t r, int64_t depth, uint8_t* hi) {
+  for (int64_t i = 0; i < kTileRows; ++i) {
+    for (int64_t j = 0; j < depth; j += 32) {
+      const __m512i v = LoadWeights(q, rows, kept, r + i, j);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + i * depth + j), _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
+    }
+  }
 }
 
 // Rows [0, n) of a 16-column block: out = high x 2^shift + low (wrapping, see above).
@@ -153,7 +164,8 @@ void MultiplyByteMatrix(const uint8_t* first, const uint8_t* second, int64_t a_s
 }
 
 // SumComponentsAmx against a matrix of bytes, two column blocks at a time (each weight tile loaded serves
-// both). The weights as SplitWeights left them, `bytes` when they are within int8 (then lo holds them).
+// both). The weights as LowBytes and HighBytes left them, `bytes` when they are within int8 (then lo holds
+// them and hi was not written).
 template <int kMatrixBlocks>
 void SumAgainstByteColumns(const uint8_t* hi, const uint8_t* lo, bool bytes, int64_t rows, int64_t row_blocks,
                            int64_t depth, const uint8_t* m0, const uint8_t* m1, int64_t cols, int64_t c, int32_t* acc) {
@@ -215,7 +227,10 @@ int64_t SumComponentsAmx(const int16_t* q, int64_t rows, int64_t kept, const Amx
   uint8_t* hi = AmxMatrix::AlignedTo64(hi_storage.data());
   bool bytes = true;
   for (int64_t rb = 0; rb < row_blocks; ++rb) {
-    bytes &= SplitWeights(q, rows, kept, rb * kTileRows, depth, hi + rb * block_bytes, lo + rb * block_bytes);
+    bytes &= LowBytes(q, rows, kept, rb * kTileRows, depth, lo + rb * block_bytes);
+  }
+  if (!bytes) {
+    for (int64_t rb = 0; rb < row_blocks; ++rb) HighBytes(q, rows, kept, rb * kTileRows, depth, hi + rb * block_bytes);
   }
   if (matrix.bytes) {
     const size_t block_stride = static_cast<size_t>(matrix.depth / kTileBytes) * kTileRows * kTileBytes;
