@@ -291,16 +291,25 @@ Result<double> PerftestThroughput(uint64_t size, int iters, int window, int port
   return bw_overall * 1048576.0 * 8 / 1e9;  // ucx_perftest's MB is 2^20 bytes
 }
 
+// The middle value (the upper of the two middle ones for an even count).
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 // ---- shaped fetch ---------------------------------------------------------------------------------------
 
 struct FetchRow {
   std::string method;
   uint64_t bytes = 0;
-  double kv_ready_ms = 0;
+  double kv_ready_ms = 0;  // the median of the measured fetches
+  double kv_ready_ms_min = 0, kv_ready_ms_max = 0;
+  int fetches = 0;
   bool pipelined = true;
 };
 
-Status ShapedFetches(const Args& args, double gbps, std::vector<FetchRow>* rows, std::string* skipped) {
+Status ShapedFetches(const Args& args, double gbps, int64_t repetitions, std::vector<FetchRow>* rows,
+                     std::string* skipped) {
   cluster::NetnsLinkOptions link_options;
   link_options.rate_bps = gbps * 1e9;
   auto link = cluster::NetnsLink::Create(link_options);
@@ -350,22 +359,32 @@ Status ShapedFetches(const Args& args, double gbps, std::vector<FetchRow>* rows,
                                                              LevelName(level);
       for (bool pipelined : {true, false}) {
         if (!IsLossyLevel(level) && !pipelined) continue;
-        // Two fetches on one connection: the first warms UCX's endpoints, the second is measured.
+        // Fetches on one connection: the first warms UCX's endpoints, the median of the others is reported
+        // (one fetch of a context takes tens of milliseconds on a VM whose neighbours come and go).
         std::vector<std::string> fetch = {self, "fetch", "--connect", server_address, "--context", "0", "--level", item,
-                                          "--inflight", pipelined ? "2" : "1", "--repeat", "2", "--json",
-                                          "--decode-threads", std::to_string(decode_threads)};
+                                          "--inflight", pipelined ? "2" : "1", "--repeat", std::to_string(1 + repetitions),
+                                          "--json", "--decode-threads", std::to_string(decode_threads)};
         if (!profile.empty()) fetch.insert(fetch.end(), {"--profile", profile});
         KVSTREAM_ASSIGN_OR_RETURN(Child client, ns.SpawnIn(cluster::NetnsLink::kB, fetch));
         int code = -1;
         const std::string out = Reap(client, 300, false, &code);
-        const size_t last = out.rfind("{\"context\"");
-        if (code != 0 || last == std::string::npos) return Status::Unavailable("fetch in " + ns.name(cluster::NetnsLink::kB) + " failed: " + out.substr(0, 2000));
-        const std::string line = out.substr(last);
-        auto number = [&](const std::string& key) {
+        std::vector<std::string> lines;
+        for (size_t at = out.find("{\"context\""); at != std::string::npos; at = out.find("{\"context\"", at + 1)) {
+          lines.push_back(out.substr(at, out.find('\n', at) - at));
+        }
+        if (code != 0 || lines.size() != static_cast<size_t>(1 + repetitions)) {
+          return Status::Unavailable("fetch in " + ns.name(cluster::NetnsLink::kB) + " failed: " + out.substr(0, 2000));
+        }
+        auto number = [](const std::string& line, const std::string& key) {
           const size_t at = line.find("\"" + key + "\": ");
           return at == std::string::npos ? -1.0 : std::atof(line.c_str() + at + key.size() + 4);
         };
-        rows->push_back({method, static_cast<uint64_t>(number("bytes")), number("kv_ready_ms"), pipelined});
+        std::vector<double> ms;
+        for (size_t i = 1; i < lines.size(); ++i) ms.push_back(number(lines[i], "kv_ready_ms"));
+        FetchRow row{method, static_cast<uint64_t>(number(lines.back(), "bytes")), Median(ms), *std::min_element(ms.begin(), ms.end()),
+                     *std::max_element(ms.begin(), ms.end()),
+                     static_cast<int>(ms.size()), pipelined};
+        rows->push_back(row);
       }
     }
     return Status::Ok();
@@ -403,10 +422,6 @@ Status RunBenchTransport(const Args& args) {
     int port = 13400 + ::getpid() % 500;
     // The median of `repetitions` runs of each, interleaved, so that a burst of load elsewhere on the
     // machine hits both sides alike.
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
     for (uint64_t size : sizes) {
       const int iters = static_cast<int>(std::max<uint64_t>(64, (static_cast<uint64_t>(total_mb) << 20) / size));
       std::vector<double> ours, theirs, theirs_no_err;
@@ -418,7 +433,7 @@ Status RunBenchTransport(const Args& args) {
         theirs.push_back(t);
         theirs_no_err.push_back(u);
       }
-      const double o = median(ours), t = median(theirs), u = median(theirs_no_err);
+      const double o = Median(ours), t = Median(theirs), u = Median(theirs_no_err);
       if (json) {
         std::printf("{\"kind\": \"ucx_raw\", \"msg_bytes\": %llu, \"iters\": %d, \"window\": %lld, \"repetitions\": %lld, "
                     "\"gbps_ours\": %.4f, \"gbps_ucx_perftest\": %.4f, \"ratio\": %.4f, \"gbps_ucx_perftest_no_err\": %.4f, "
@@ -434,7 +449,7 @@ Status RunBenchTransport(const Args& args) {
   if (args.Has("skip-fetch")) return Status::Ok();
   std::vector<FetchRow> rows;
   std::string skipped;
-  KVSTREAM_RETURN_IF_ERROR(ShapedFetches(args, link_gbps, &rows, &skipped));
+  KVSTREAM_RETURN_IF_ERROR(ShapedFetches(args, link_gbps, repetitions, &rows, &skipped));
   if (!skipped.empty()) {
     std::fprintf(json ? stderr : stdout, "%s\n", skipped.c_str());
     return Status::Ok();
@@ -447,9 +462,10 @@ Status RunBenchTransport(const Args& args) {
   for (const FetchRow& r : rows) {
     if (json) {
       std::printf("{\"kind\": \"fetch\", \"method\": \"%s\", \"link_gbps\": %.3f, \"bytes\": %llu, \"kv_ready_ms\": %.3f, "
-                  "\"pipelined\": %s, \"speedup_vs_int8\": %.3f}\n",
-                  r.method.c_str(), link_gbps, static_cast<unsigned long long>(r.bytes), r.kv_ready_ms,
-                  r.pipelined ? "true" : "false", int8_ms > 0 ? int8_ms / r.kv_ready_ms : 0.0);
+                  "\"kv_ready_ms_min\": %.3f, \"kv_ready_ms_max\": %.3f, \"fetches\": %d, \"pipelined\": %s, "
+                  "\"speedup_vs_int8\": %.3f}\n",
+                  r.method.c_str(), link_gbps, static_cast<unsigned long long>(r.bytes), r.kv_ready_ms, r.kv_ready_ms_min,
+                  r.kv_ready_ms_max, r.fetches, r.pipelined ? "true" : "false", int8_ms > 0 ? int8_ms / r.kv_ready_ms : 0.0);
     } else {
       std::printf("%-10s %-16s %10.3f %14llu %12.2f %10s\n", "fetch", r.method.c_str(), link_gbps,
                   static_cast<unsigned long long>(r.bytes), r.kv_ready_ms, r.pipelined ? "true" : "false");
@@ -475,11 +491,13 @@ KVSTREAM_REGISTER_COMMAND(bench_transport, {
     "shaped with tc tbf (needs root; namespaces are created and removed by the benchmark).\n\n"
     "  --json          one JSON object per row: ucx_raw keys msg_bytes, gbps_ours, gbps_ucx_perftest, ratio,\n"
     "                  gbps_ucx_perftest_no_err, ratio_no_err (medians of --repetitions runs);\n"
-    "                  fetch keys method, link_gbps, bytes, kv_ready_ms, pipelined\n"
+    "                  fetch keys method, link_gbps, bytes, kv_ready_ms (median of --repetitions fetches after\n"
+    "                  a warm-up one), kv_ready_ms_min, kv_ready_ms_max, fetches, pipelined, speedup_vs_int8\n"
     "  --sizes LIST    message sizes in bytes (default 65536,1048576,4194304)\n"
     "  --window N      outstanding sends (default 16; our receiver keeps twice as many receives posted)\n"
     "  --total-mb MB   bytes moved per size (default 512)\n"
-    "  --repetitions R runs of each side per size, interleaved; the median is reported (default 3)\n"
+    "  --repetitions R ucx_raw: runs of each side per size, interleaved; fetch: measured fetches of each\n"
+    "                  method; medians are reported (default 3)\n"
     "  --link-gbps G   shaped link rate (default 1)\n"
     "  --model M       model whose KV is fetched (default smollm2)\n"
     "  --tokens T      context tokens (default 4096)\n"
