@@ -14,6 +14,7 @@
 #include "codec/common/crc32c.h"
 #include "codec/common/key_rotation.h"
 #include "codec/common/parallel.h"
+#include "codec/common/predicted_rows.h"
 #include "codec/common/profile_data.h"
 #include "codec/common/quantizer.h"
 #include "codec/common/rans.h"
@@ -291,10 +292,6 @@ Status EncodeTransform(const SegmentJob& job, const LevelSpec& spec, const Profi
   return FinishLossySegment(sink_values, {}, {{streams[0], models[0]}}, out, stats);
 }
 
-// Rows a predicted chunk codes per task: enough for full tiles in the integer sums, few enough for several
-// tasks per chunk.
-constexpr int64_t kPredictedRowBlock = 64;
-
 // Predicted scheme (docs/codec.md): positions are independent, layers are not, so blocks of coded rows go
 // through every slice in decode order in parallel. Each slice's rows (de-rotated keys, or values) minus
 // their prediction from the slices before are projected on the residual basis and quantised like the
@@ -313,13 +310,13 @@ Status EncodePredicted(const ChunkInput& chunk, const LevelSpec& spec, const Pro
     return codec::RowCoding{lvl.kept[slice], d.transform.levels[static_cast<size_t>(level - 1)].steps[slice], models};
   };
   const int64_t rows = tokens - sinks;
-  const size_t blocks = static_cast<size_t>((rows + kPredictedRowBlock - 1) / kPredictedRowBlock);
+  const size_t blocks = static_cast<size_t>((rows + codec::kPredictedRowBlock - 1) / codec::kPredictedRowBlock);
   // Per slice and block of rows: the rows at the chunk's level, and the fine rows.
   std::vector<std::vector<codec::Symbols>> parts(slices, std::vector<codec::Symbols>(blocks));
   std::vector<std::vector<codec::Symbols>> fine_parts(fine.rows ? slices : 0, std::vector<codec::Symbols>(blocks));
   const auto view = [&](size_t slice) -> const TensorView& { return slice % 2 == 0 ? chunk.keys : chunk.values; };
   KVSTREAM_RETURN_IF_ERROR(codec::RunParallel(blocks, options.threads, options.parallel_for, [&](size_t b) -> Status {
-    const int64_t first = static_cast<int64_t>(b) * kPredictedRowBlock, n = std::min(kPredictedRowBlock, rows - first);
+    const int64_t first = static_cast<int64_t>(b) * codec::kPredictedRowBlock, n = std::min(codec::kPredictedRowBlock, rows - first);
     codec::PredictedSliceCoder coder(d);
     codec::PredictorRing ring(n, n_c);
     std::vector<float> targets(static_cast<size_t>(n * n_c));

@@ -35,10 +35,6 @@ namespace {
 
 using codec::ByteReader;
 
-// Rows a predicted chunk reconstructs per task: enough to keep the integer sums' tiles full, few enough
-// for several tasks per chunk.
-constexpr int64_t kPredictedRowBlock = 64;
-
 // Copies a row of floats with streaming stores where the CPU has them: the decoded KV is written once and
 // read later by someone else (a fetched context's fp32 KV is far larger than the caches), and ordinary
 // stores first read every line they write: that was 7-11 % of a fetch's CPU. The tasks that call it end
@@ -591,12 +587,12 @@ Status DecodeChunk(const uint8_t* data, size_t size, const DecodeOptions& option
     if (!predicted) return Status::Ok();
     // Positions are independent: blocks of rows go through every layer in order, in parallel.
     const int64_t rows = info.tokens - info.sink_rows;
-    const int64_t blocks = (rows + kPredictedRowBlock - 1) / kPredictedRowBlock;
+    const int64_t blocks = (rows + codec::kPredictedRowBlock - 1) / codec::kPredictedRowBlock;
     return codec::RunParallel(static_cast<size_t>(blocks), options.threads, options.parallel_for,
                               WithFencedStores([&](size_t b) -> Status {
-      const int64_t first = static_cast<int64_t>(b) * kPredictedRowBlock;
+      const int64_t first = static_cast<int64_t>(b) * codec::kPredictedRowBlock;
       SegmentDecoder::ReconstructPredicted(kept.data(), segments, options.profile->data(), first,
-                                           std::min(kPredictedRowBlock, rows - first));
+                                           std::min(codec::kPredictedRowBlock, rows - first));
       return Status::Ok();
     }));
   }
