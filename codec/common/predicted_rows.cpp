@@ -31,12 +31,12 @@ const float* PredictedRows::Predict(int slice, const int16_t* const* inputs, int
   // Every block's sums first, then each row's floats in one pass while the row is in L1. Reconstruct
   // reuses the first block's room.
   const size_t needed = static_cast<size_t>(std::max(blocks, 1)) * values;
-  if (acc_.size() < needed) acc_.resize(needed);
-  base_.resize(values);
+  int32_t* const acc = acc_.Reserve(needed);
+  float* const base = base_.Reserve(values);
   for (int b = 0; b < blocks; ++b) {
     const size_t block = first_block + static_cast<size_t>(b);
     const int16_t* weights = d_.prediction.weights.data() + block * static_cast<size_t>(n_c * n_c);
-    SumComponents(inputs[b], rows, n_c, weights, n_c, acc_.data() + b * values, d_.AmxPredictorBlock(block));
+    SumComponents(inputs[b], rows, n_c, weights, n_c, acc + b * values, d_.AmxPredictorBlock(block));
   }
   const float* bias = d_.prediction.bias.data() + static_cast<size_t>(slice) * static_cast<size_t>(n_c);
   const float* scales[3];
@@ -46,17 +46,17 @@ const float* PredictedRows::Predict(int slice, const int16_t* const* inputs, int
   }
   const RowKernels& kernels = RowKernelsForCpu();
   for (int64_t r = 0; r < rows; ++r) {
-    for (int b = 0; b < blocks; ++b) sums[b] = acc_.data() + b * values + r * n_c;
-    kernels.predict(bias, sums, scales, blocks, n_c, base_.data() + r * n_c);
+    for (int b = 0; b < blocks; ++b) sums[b] = acc + b * values + r * n_c;
+    kernels.predict(bias, sums, scales, blocks, n_c, base + r * n_c);
   }
-  return base_.data();
+  return base;
 }
 
 void PredictedRows::Reconstruct(int slice, const float* scaled_steps, const int16_t* q, int64_t depth, int64_t rows,
                                 const EscapedComponent* escapes, size_t escape_count, float* y, int16_t* z) {
   const int64_t n_c = d_.channels, z_stride = WeightStride(n_c);
   const int16_t* basis = d_.ResidualBasis(slice);
-  SumComponents(q, rows, depth, basis, n_c, acc_.data(), d_.AmxResidualBasis(slice));
+  SumComponents(q, rows, depth, basis, n_c, acc_.data.get(), d_.AmxResidualBasis(slice));
   const float* input_scale = d_.prediction.input_scales.data() + static_cast<size_t>(slice) * static_cast<size_t>(n_c);
   const RowKernels& kernels = RowKernelsForCpu();
   size_t e = 0;
@@ -64,7 +64,7 @@ void PredictedRows::Reconstruct(int slice, const float* scaled_steps, const int1
     const size_t first = e;
     while (e < escape_count && escapes[e].row == r) ++e;
     float* out = y + r * n_c;
-    DequantTransformRow(kernels, acc_.data() + r * n_c, base_.data() + r * n_c, scaled_steps[r], escapes + first,
+    DequantTransformRow(kernels, acc_.data.get() + r * n_c, base_.data.get() + r * n_c, scaled_steps[r], escapes + first,
                         e - first, basis, n_c, out);
     int16_t* zr = z + r * z_stride;
     kernels.predictor_input(out, input_scale, n_c, zr);

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "codec/common/container_format.h"
@@ -76,9 +77,11 @@ inline constexpr int64_t kPredictedRowBlock = 128;
 // (layer mod 2, K/V), which no slice still needs once s is written.
 class PredictorRing {
  public:
+  // Not zeroed: every slice's rows are written before a later slice reads them.
   PredictorRing(int64_t rows, int64_t channels)
-      : rows_(rows), stride_(WeightStride(channels)), z_(static_cast<size_t>(4 * rows * stride_)) {}
-  int16_t* Rows(int slice) { return z_.data() + ((slice / 2) % 2 * 2 + slice % 2) * rows_ * stride_; }
+      : rows_(rows), stride_(WeightStride(channels)),
+        z_(std::make_unique_for_overwrite<int16_t[]>(static_cast<size_t>(4 * rows * stride_))) {}
+  int16_t* Rows(int slice) { return z_.get() + ((slice / 2) % 2 * 2 + slice % 2) * rows_ * stride_; }
   // The rows of the slice's input slices, in block order (PredictorInputs); returns their count.
   int Inputs(int slice, const int16_t* inputs[3]) {
     int slices[3];
@@ -89,7 +92,7 @@ class PredictorRing {
 
  private:
   int64_t rows_, stride_;
-  std::vector<int16_t> z_;
+  std::unique_ptr<int16_t[]> z_;
 };
 
 // Rows of one slice of a predicted chunk (docs/format.md, "Scheme 4"), a block of positions at a time.
@@ -111,9 +114,21 @@ class PredictedRows {
                    const EscapedComponent* escapes, size_t escape_count, float* y, int16_t* z);
 
  private:
+  // Grown, never zeroed (every call writes what it reads): zero fills of a block's buffers were 2 % of a
+  // decode.
+  template <typename T>
+  struct Scratch {
+    std::unique_ptr<T[]> data;
+    size_t size = 0;
+    T* Reserve(size_t n) {
+      if (n > size) data = std::make_unique_for_overwrite<T[]>(size = n);
+      return data.get();
+    }
+  };
+
   const ProfileData& d_;
-  std::vector<int32_t> acc_;
-  std::vector<float> base_;
+  Scratch<int32_t> acc_;
+  Scratch<float> base_;
 };
 
 }  // namespace kvstream::codec

@@ -185,7 +185,7 @@ class SegmentDecoder {
     const int64_t n_c = d.channels;
     codec::PredictedRows predicted(d);
     codec::PredictorRing ring(rows, n_c);
-    std::vector<float> y(static_cast<size_t>(rows * n_c));
+    const auto y = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(rows * n_c));
     std::vector<codec::EscapedComponent> escapes;
     for (size_t slice = 0; slice < slices; ++slice) {
       SegmentDecoder& seg = *segments[slice];
@@ -199,10 +199,10 @@ class SegmentDecoder {
       for (; it != seg.escaped_.end() && it->row < first + rows; ++it) escapes.push_back({it->row - first, it->component, it->weight});
       predicted.Reconstruct(static_cast<int>(slice), seg.row_scales_.data() + first,
                             seg.weights_.get() + first * codec::WeightStride(depth), depth, rows, escapes.data(),
-                            escapes.size(), y.data(), ring.Rows(static_cast<int>(slice)));
+                            escapes.size(), y.get(), ring.Rows(static_cast<int>(slice)));
       const int64_t sinks = seg.info_.sink_rows;
       for (int64_t r = 0; r < rows; ++r) {
-        float* row = y.data() + r * n_c;
+        float* row = y.get() + r * n_c;
         const int64_t t = sinks + first + r;
         if (seg.kv() == 0) seg.rope_->Rotate(row, t, static_cast<int>(n_c));
         StoreRow(seg.out_, seg.seg_.layer, t, row);
