@@ -15,11 +15,18 @@
 
 namespace kvstream::codec {
 
-KVSTREAM_HD void RopeCosSin(double position, int pair, int head_dim, float theta, float* cos_out, float* sin_out) {
-  const double angle = position *
-                       pow(static_cast<double>(theta), -2.0 * static_cast<double>(pair) / static_cast<double>(head_dim));
+KVSTREAM_HD double RopeFrequency(int pair, int head_dim, float theta) {
+  return pow(static_cast<double>(theta), -2.0 * static_cast<double>(pair) / static_cast<double>(head_dim));
+}
+
+KVSTREAM_HD void RopeCosSinAt(double position, double frequency, float* cos_out, float* sin_out) {
+  const double angle = position * frequency;
   *cos_out = static_cast<float>(cos(angle));
   *sin_out = static_cast<float>(sin(angle));
+}
+
+KVSTREAM_HD void RopeCosSin(double position, int pair, int head_dim, float theta, float* cos_out, float* sin_out) {
+  RopeCosSinAt(position, RopeFrequency(pair, head_dim, theta), cos_out, sin_out);
 }
 
 // The decoder's rotation of one pair (a, b) -> (a c - b s, a s + b c).
@@ -35,11 +42,14 @@ class RopeTable {
   RopeTable(const RopeSpec& spec, int64_t first_position, int64_t positions) : spec_(spec), pairs_(spec.head_dim / 2) {
     cos_.resize(static_cast<size_t>(positions * pairs_));
     sin_.resize(cos_.size());
+    std::vector<double> frequency(static_cast<size_t>(pairs_));  // pow once per pair, not per position
+    for (int i = 0; i < pairs_; ++i) frequency[static_cast<size_t>(i)] = RopeFrequency(i, spec.head_dim, spec.theta);
     for (int64_t t = 0; t < positions; ++t) {
       for (int i = 0; i < pairs_; ++i) {
         const size_t at = static_cast<size_t>(t * pairs_ + i);
         // In double: a hostile token_begin near 2^63 must not overflow.
-        RopeCosSin(static_cast<double>(first_position) + static_cast<double>(t), i, spec.head_dim, spec.theta, &cos_[at], &sin_[at]);
+        RopeCosSinAt(static_cast<double>(first_position) + static_cast<double>(t), frequency[static_cast<size_t>(i)],
+                     &cos_[at], &sin_[at]);
       }
     }
   }
