@@ -23,26 +23,35 @@
 
 namespace kvstream::cli {
 
+// How the kvstream-L<n> methods code: each chunk with its own tables (no profile), or against a profile in
+// its scheme, with fine rows for the transform and predicted schemes.
+struct KvCodecChoice {
+  std::shared_ptr<const Profile> profile;
+  QuantScheme scheme = QuantScheme::kChannelUniform;
+  bench::FineRowsOption fine;
+};
+
 struct KvMethod {
   std::string name;
   std::string summary;
-  std::function<Result<std::unique_ptr<KvTransform>>(const Model&)> make;
+  std::function<Result<std::unique_ptr<KvTransform>>(const Model&, const KvCodecChoice&)> make;
 };
 
 inline std::vector<KvMethod> BuildKvMethods() {
   std::vector<KvMethod> methods = {
       {"fp16", "fp16 round trip, the uncompressed baseline (16 bits)",
-       [](const Model&) -> Result<std::unique_ptr<KvTransform>> { return MakeFp16Transform(); }},
+       [](const Model&, const KvCodecChoice&) -> Result<std::unique_ptr<KvTransform>> { return MakeFp16Transform(); }},
       {"int8", "per-token symmetric int8 with fp16 scales (8 + 16/kv_dim bits)",
-       [](const Model&) -> Result<std::unique_ptr<KvTransform>> { return MakeInt8Transform(); }},
+       [](const Model&, const KvCodecChoice&) -> Result<std::unique_ptr<KvTransform>> { return MakeInt8Transform(); }},
   };
-  // The codec's lossy levels, each chunk with its own tables (no profile), 256-token chunks.
+  // The codec's lossy levels, 256-token chunks, coded as the KvCodecChoice says.
   const int lossy_levels = static_cast<int>(DefaultLadder(/*layers=*/1).size());
   for (Level level = 1; level <= lossy_levels; ++level) {
     methods.push_back({"kvstream-" + LevelName(level),
-                       "kvstream codec level " + LevelName(level) + ", in-chunk tables, 256-token chunks",
-                       [level](const Model&) -> Result<std::unique_ptr<KvTransform>> {
-                         return bench::MakeCodecTransform(bench::MakeKvstreamLevelCodec(nullptr, level), 256);
+                       "kvstream codec level " + LevelName(level) + ", 256-token chunks, in-chunk tables or --profile's",
+                       [level](const Model&, const KvCodecChoice& c) -> Result<std::unique_ptr<KvTransform>> {
+                         return bench::MakeCodecTransform(
+                             bench::MakeKvstreamLevelCodec(c.profile, level, c.scheme, c.fine), 256);
                        }});
   }
   return methods;

@@ -1,0 +1,73 @@
+// `kvstream eval` end to end on the tiny real model: several windows each scored, then their means, and
+// the flags that need each other refused with a message.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+// Runs a shell command (bounded by coreutils timeout), returns its exit status and stdout + stderr.
+int RunShell(const std::string& command, std::string* output) {
+  FILE* pipe = ::popen(("timeout 180 " + command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output->append(buffer, n);
+  const int status = ::pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+const std::string kEval = std::string(KVSTREAM_CLI) + " eval --model stories260K --context-tokens 96 --eval-tokens 32 --threads 1";
+
+TEST(Eval, ScoresEachWindowThenTheirMeans) {
+  std::string out;
+  ASSERT_EQ(RunShell(kEval + " --windows 3 --methods int8,kvstream-L4 --json", &out), 0) << out;
+  std::map<std::string, std::vector<nlohmann::json>> by_method;
+  size_t at = 0;
+  while ((at = out.find("{\"method\"", at)) != std::string::npos) {
+    const size_t end = out.find('\n', at);
+    const nlohmann::json row = nlohmann::json::parse(out.substr(at, end - at));
+    by_method[row["method"].get<std::string>()].push_back(row);
+    at = end;
+  }
+  ASSERT_EQ(by_method.size(), 2u) << out;
+  for (const auto& [method, rows] : by_method) {
+    ASSERT_EQ(rows.size(), 4u) << method;
+    double top1 = 0, ppl_delta = 0;
+    for (int w = 0; w < 3; ++w) {
+      EXPECT_EQ(rows[w]["window"], std::to_string(w)) << method;
+      top1 += rows[w]["top1_agreement"].get<double>() / 3;
+      ppl_delta += rows[w]["ppl_delta_pct"].get<double>() / 3;
+    }
+    EXPECT_EQ(rows[3]["window"], "mean") << method;
+    EXPECT_NEAR(rows[3]["top1_agreement"].get<double>(), top1, 1e-5) << method;
+    EXPECT_NEAR(rows[3]["ppl_delta_pct"].get<double>(), ppl_delta, 1e-5) << method;
+    // The windows are different text, so their reference perplexities differ.
+    EXPECT_NE(rows[0]["ppl_reference"], rows[1]["ppl_reference"]) << method;
+  }
+  EXPECT_GT(by_method["int8"][3]["bits_per_value"].get<double>(), by_method["kvstream-L4"][3]["bits_per_value"].get<double>());
+}
+
+TEST(Eval, RefusesWhatItCannotScore) {
+  std::string out;
+  EXPECT_NE(RunShell(std::string(KVSTREAM_CLI) +
+                         " eval --model stories260K --context-tokens 4000 --eval-tokens 1000 --windows 64 --methods int8",
+                     &out),
+            0);
+  EXPECT_NE(out.find("64 windows of 5000 need 320001"), std::string::npos) << out;
+  out.clear();
+  EXPECT_NE(RunShell(kEval + " --methods kvstream-L2 --scheme predicted", &out), 0);
+  EXPECT_NE(out.find("needs a --profile"), std::string::npos) << out;
+  out.clear();
+  EXPECT_NE(RunShell(kEval + " --windows 0", &out), 0);
+  EXPECT_NE(out.find("--windows in 1..64"), std::string::npos) << out;
+}
+
+}  // namespace
