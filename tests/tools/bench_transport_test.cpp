@@ -5,8 +5,6 @@
 // then, which only a run of the real command shows.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -14,18 +12,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/tools/run_shell.h"
+
 namespace {
 
-// Runs a shell command (bounded by coreutils timeout), returns its exit status and stdout + stderr.
-int RunShell(const std::string& command, std::string* output) {
-  FILE* pipe = ::popen(("timeout 180 " + command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output->append(buffer, n);
-  const int status = ::pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+using kvstream::testing::RunShell;
 
 TEST(BenchTransport, RawRowsCompleteOnLoopback) {
   std::string which;
