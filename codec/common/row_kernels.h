@@ -15,7 +15,7 @@ struct RowKernels {
   // y[c] = AddEscapedComponent(y[c], weight, scaled_step, basis[c])
   void (*add_escaped)(float* y, float weight, float scaled_step, const int16_t* basis, int64_t n);
   // base[c] = bias[c], then base[c] = AddPrediction(base[c], sums[b][c], scales[b][c]) for b = 0 ..
-  // blocks - 1 in that order (one pass over the row for all of a slice's predictor blocks)
+  // blocks - 1 in that order (one pass over the row for all of a slice's predictor blocks, 0..3)
   void (*predict)(const float* bias, const int32_t* const* sums, const float* const* scales, int blocks, int64_t n,
                   float* base);
   // z[c] = PredictorInput(y[c], inv_grid[c])

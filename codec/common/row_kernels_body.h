@@ -35,11 +35,7 @@ void PredictLoop(const float* bias, const int32_t* const* sums, const float* con
     case 0: return PredictBlocks<0>(bias, sums, scales, n, base);
     case 1: return PredictBlocks<1>(bias, sums, scales, n, base);
     case 2: return PredictBlocks<2>(bias, sums, scales, n, base);
-    case 3: return PredictBlocks<3>(bias, sums, scales, n, base);
-  }
-  PredictBlocks<3>(bias, sums, scales, n, base);
-  for (int b = 3; b < blocks; ++b) {
-    for (int64_t c = 0; c < n; ++c) base[c] = AddPrediction(base[c], sums[b][c], scales[b][c]);
+    default: return PredictBlocks<3>(bias, sums, scales, n, base);
   }
 }
 

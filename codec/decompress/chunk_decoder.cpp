@@ -37,8 +37,8 @@ using codec::ByteReader;
 
 // Copies a row of floats with streaming stores where the CPU has them: the decoded KV is written once and
 // read later by someone else (a fetched context's fp32 KV is far larger than the caches), and ordinary
-// stores first read every line they write: that was 7-11 % of a fetch's CPU. The tasks that call it end
-// with FenceStreamingStores.
+// stores first read every line they write: that was 7-11 % of a fetch's CPU. The tasks that call it run
+// WithFencedStores.
 void StreamRow(const float* row, int64_t n, float* p) {
 #if defined(__SSE2__)
   if (reinterpret_cast<uintptr_t>(p) % 16 == 0 && n % 4 == 0) {
