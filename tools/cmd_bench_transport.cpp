@@ -381,10 +381,9 @@ Status ShapedFetches(const Args& args, double gbps, int64_t repetitions, std::ve
         };
         std::vector<double> ms;
         for (size_t i = 1; i < lines.size(); ++i) ms.push_back(number(lines[i], "kv_ready_ms"));
-        FetchRow row{method, static_cast<uint64_t>(number(lines.back(), "bytes")), Median(ms), *std::min_element(ms.begin(), ms.end()),
-                     *std::max_element(ms.begin(), ms.end()),
-                     static_cast<int>(ms.size()), pipelined};
-        rows->push_back(row);
+        const auto [fastest, slowest] = std::minmax_element(ms.begin(), ms.end());
+        rows->push_back({method, static_cast<uint64_t>(number(lines.back(), "bytes")), Median(ms), *fastest, *slowest,
+                         static_cast<int>(ms.size()), pipelined});
       }
     }
     return Status::Ok();
