@@ -120,8 +120,8 @@ Status RunDemo(const Args& args) {
                          : "\nWithout --profile the levels' qualities are unknown: it assumes each halving of a level's bytes\n"
                            "costs the same step of quality (docs/scheduler.md, \"Levels of unknown quality\").\n"
                            "A profile makes every level smaller, and its transform and predicted schemes smaller still\n"
-                           "(with their fine rows, negligible quality at about 3.5x and 4.1-5.2x fewer bytes than int8\n"
-                           "in bench/RESULTS.md):\n"
+                           "(with their fine rows, negligible quality at about 3.4x and 4.0-5.1x fewer bytes than int8\n"
+                           "in bench/RESULTS.md, the upper ends at the threshold):\n"
                            "kvstream profile --model smollm2 --predict --contexts 8 --measure --out P, then\n"
                            "kvstream demo --profile P --scheme predicted --decode-threads 2 (or --scheme transform).");
   return Status::Ok();
