@@ -142,6 +142,18 @@ std::vector<double> CrossProducts(const std::vector<float>& a, int64_t rows, int
 
 }  // namespace
 
+std::vector<float> SliceStepScales(const std::vector<double>& sensitivity) {
+  double mean = 0;
+  for (double s : sensitivity) mean += s / static_cast<double>(sensitivity.size());
+  std::vector<float> scales(sensitivity.size(), 1.0f);
+  if (!(mean > 0.0)) return scales;
+  for (size_t i = 0; i < sensitivity.size(); ++i) {
+    const double g = sensitivity[i] > 0.0 ? std::sqrt(mean / sensitivity[i]) : kMaxSliceStepScale;
+    scales[i] = static_cast<float>(std::clamp(g, double{kMinSliceStepScale}, double{kMaxSliceStepScale}));
+  }
+  return scales;
+}
+
 Status ProfileBuilder::AddSample(const TensorView& keys, const TensorView& values) {
   KVSTREAM_RETURN_IF_ERROR(ValidateView(keys, "profile sample keys"));
   KVSTREAM_RETURN_IF_ERROR(ValidateView(values, "profile sample values"));
@@ -182,6 +194,19 @@ Result<Profile> ProfileBuilder::Build() const {
     return Status::InvalidArgument("profile: max tables = " + std::to_string(options_.max_tables) + " outside [1, 255]");
   }
   const int layers = static_cast<int>(layers_), channels = static_cast<int>(channels_);
+  if (!options_.slice_sensitivity.empty()) {
+    if (options_.slice_sensitivity.size() != static_cast<size_t>(layers) * 2) {
+      return Status::InvalidArgument("profile: " + std::to_string(options_.slice_sensitivity.size()) +
+                                     " slice sensitivities for " + std::to_string(layers) + " layers, expected " +
+                                     std::to_string(layers * 2) + " (one per layer and K/V)");
+    }
+    for (double s : options_.slice_sensitivity) {
+      if (!(s >= 0.0) || !std::isfinite(s)) {
+        return Status::InvalidArgument("profile: slice sensitivities must be finite and >= 0");
+      }
+    }
+  }
+  const std::vector<float> slice_scale = SliceStepScales(options_.slice_sensitivity);
   auto d = std::make_shared<ProfileData>();
   d->model = options_.model;
   d->layers = layers;
@@ -210,7 +235,7 @@ Result<Profile> ProfileBuilder::Build() const {
   // Means and base steps.
   d->means.assign(n, 0.0f);
   std::vector<float> base(n, 1.0f);
-  std::vector<float> slice_rms(static_cast<size_t>(layers) * 2);  // S of each (layer, K/V)
+  std::vector<float> slice_step_base(static_cast<size_t>(layers) * 2);  // of each (layer, K/V)
   for (int l = 0; l < layers; ++l) {
     for (int kv = 0; kv < 2; ++kv) {
       std::vector<double> sum(channels, 0.0), sq(channels, 0.0);
@@ -229,10 +254,13 @@ Result<Profile> ProfileBuilder::Build() const {
       }
       double rms = std::sqrt(var_sum / channels);
       if (!(rms > 1e-30) || !std::isfinite(rms)) rms = 1.0;
-      slice_rms[static_cast<size_t>(l) * 2 + static_cast<size_t>(kv)] = static_cast<float>(rms);
+      // The slice's base step: its spread, weighed by how much its errors cost the model.
+      const size_t slice = static_cast<size_t>(l) * 2 + static_cast<size_t>(kv);
+      const double slice_step = rms * (slice_scale.empty() ? 1.0 : slice_scale[slice]);
+      slice_step_base[slice] = static_cast<float>(slice_step);
       for (int c = 0; c < channels; ++c) {
         const double ratio = std::clamp(std::sqrt(var[c]) / rms, 1e-3, 1e3);
-        base[d->Index(l, kv, c)] = static_cast<float>(rms * std::pow(ratio, static_cast<double>(options_.channel_exponent)));
+        base[d->Index(l, kv, c)] = static_cast<float>(slice_step * std::pow(ratio, static_cast<double>(options_.channel_exponent)));
       }
     }
   }
@@ -263,7 +291,7 @@ Result<Profile> ProfileBuilder::Build() const {
   if (options_.predict && !options_.transform) {
     return Status::InvalidArgument("profile: the predicted scheme needs the transform (ProfileOptions::transform)");
   }
-  if (options_.transform) KVSTREAM_RETURN_IF_ERROR(BuildTransform(slice_rms, d.get()));
+  if (options_.transform) KVSTREAM_RETURN_IF_ERROR(BuildTransform(slice_step_base, d.get()));
   if (options_.predict) KVSTREAM_RETURN_IF_ERROR(BuildPrediction(d.get()));
   d->Finalize();
   d->PrepareKernels();
@@ -276,7 +304,7 @@ Result<Profile> ProfileBuilder::Build() const {
 // level means the same step in both schemes), components with lambda_j > step^2 / 12 kept (reverse
 // water-filling: the others carry less than the quantiser's own noise), tables from the histograms of
 // round(u_j . (y - m) / step).
-Status ProfileBuilder::BuildTransform(const std::vector<float>& slice_rms, ProfileData* d) const {
+Status ProfileBuilder::BuildTransform(const std::vector<float>& slice_step_base, ProfileData* d) const {
   const int layers = d->layers, channels = d->channels;
   const size_t c_n = static_cast<size_t>(channels);
   KVSTREAM_RETURN_IF_ERROR(CheckRope(options_.rope, channels));
@@ -346,7 +374,7 @@ Status ProfileBuilder::BuildTransform(const std::vector<float>& slice_rms, Profi
       const LevelSpec& spec = d->ladder[i];
       ProfileTransformLevel& level = tr.levels[i];
       const size_t slice = static_cast<size_t>(l) * 2 + static_cast<size_t>(kv);
-      float step = slice_rms[slice] * spec.step_multiplier[kv] * (l < spec.fine_layers[kv] ? spec.fine_factor : 1.0f);
+      float step = slice_step_base[slice] * spec.step_multiplier[kv] * (l < spec.fine_layers[kv] ? spec.fine_factor : 1.0f);
       if (!std::isfinite(step) || !(step > 0.0f)) step = 1.0f;
       level.steps[slice] = step;
       const uint32_t kept = KeptComponents(eigen.values, step);

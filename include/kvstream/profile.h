@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvstream/level.h"
@@ -122,7 +123,8 @@ struct ProfileOptions {
   // 0.35 % in size and decodes 1.34x faster (docs/codec.md, "Entropy tables").
   int max_tables = 16;
   // base step of a channel = S * (std_c / S)^exponent with S the RMS of std over the (layer, K/V)'s
-  // channels. 0 (default) gives one step per (layer, K/V): the MSE-optimal choice under entropy coding.
+  // channels (times the slice's weight, slice_sensitivity below). 0 (default) gives one step per
+  // (layer, K/V): the MSE-optimal choice under entropy coding.
   float channel_exponent = 0.0f;
   // Also learn the transform scheme (QuantScheme::kTransform): per (layer, K/V) a PCA basis of the keys
   // with RoPE undone (`rope` must be the model's) and of the values, with each level's kept components
@@ -144,7 +146,23 @@ struct ProfileOptions {
   // scheme decodes about 1.3x faster on CPUs with AMX, for 0.2-0.5 % more bits on SmolLM2
   // (docs/rate-distortion.md, "Predictors of bytes").
   bool byte_predictors = false;
+  // How much each (layer, K/V)'s quantisation error alone moves the model's output, [layer * 2 + kv]:
+  // the KL that decoding only that slice at one level causes (`kvstream profile --weigh-slices` measures
+  // it with the model). Given (2 x layers entries, each finite and >= 0), every slice's base step is
+  // scaled by SliceStepScales(slice_sensitivity), at every level and in every scheme; empty (default):
+  // the same step relative to each slice's spread everywhere.
+  std::vector<double> slice_sensitivity;
 };
+
+// The base-step scale g_i of each slice for its measured sensitivity s_i (ProfileOptions::slice_sensitivity):
+// sqrt(mean(s) / s_i), clamped to [kMinSliceStepScale, kMaxSliceStepScale]; all 1 when every s_i is 0.
+// A slice's KL grows as s_i g_i^2 while its size falls by about one bit per coded value each time its step
+// doubles, so the total KL at a given size is least when s_i g_i^2 is the same for every slice. The clamps
+// keep each slice near where that law was measured: much coarser steps leave the small-error regime (and
+// feed the next layer's prediction a poor input). docs/codec.md, "Slice weights".
+inline constexpr float kMinSliceStepScale = 0.35f;
+inline constexpr float kMaxSliceStepScale = 2.0f;
+std::vector<float> SliceStepScales(const std::vector<double>& sensitivity);
 
 // Learns a profile from sample KV caches of one model (all samples of equal layers and channels).
 class ProfileBuilder {
@@ -155,9 +173,12 @@ class ProfileBuilder {
   // left out of the statistics and tables.
   Status AddSample(const TensorView& keys, const TensorView& values);
   Result<Profile> Build() const;
+  // Replaces ProfileOptions::slice_sensitivity for the next Build: they are measured with a first profile
+  // built without them, from the same samples.
+  void SetSliceSensitivity(std::vector<double> sensitivity) { options_.slice_sensitivity = std::move(sensitivity); }
 
  private:
-  Status BuildTransform(const std::vector<float>& slice_rms, ProfileData* d) const;
+  Status BuildTransform(const std::vector<float>& slice_step_base, ProfileData* d) const;
   Status BuildPrediction(ProfileData* d) const;
   ProfileOptions options_;
   int64_t layers_ = 0;

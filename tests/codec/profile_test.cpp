@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "codec/common/crc32c.h"
@@ -175,6 +176,71 @@ TEST(Profile, ChannelExponentGivesPerChannelSteps) {
   EXPECT_GT(distinct, 0);
   const ProfileData& flat = SharedProfile().data();
   for (int c = 1; c < flat.channels; ++c) EXPECT_EQ(flat.levels[0].steps[flat.Index(0, 0, c)], flat.levels[0].steps[flat.Index(0, 0, 0)]);
+}
+
+TEST(Profile, SliceStepScalesEqualiseKlPerBitWithinTheClamps) {
+  // Sensitivities with mean 1: a slice 4x as sensitive halves its step, one 4x less doubles it; a slice 20x
+  // as sensitive would take 0.22 and one that costs nothing measurable any step: the clamps hold them.
+  std::vector<double> sensitivity(32, 0.0);
+  sensitivity[0] = 4.0, sensitivity[1] = 0.25, sensitivity[2] = 1.0, sensitivity[3] = 20.0, sensitivity[4] = 6.75;
+  const std::vector<float> g = SliceStepScales(sensitivity);
+  ASSERT_EQ(g.size(), 32u);
+  EXPECT_FLOAT_EQ(g[0], 0.5f);
+  EXPECT_FLOAT_EQ(g[1], 2.0f);
+  EXPECT_FLOAT_EQ(g[2], 1.0f);
+  EXPECT_FLOAT_EQ(g[3], kMinSliceStepScale);
+  EXPECT_FLOAT_EQ(g[4], static_cast<float>(std::sqrt(1.0 / 6.75)));
+  EXPECT_FLOAT_EQ(g[5], kMaxSliceStepScale);
+  for (float x : SliceStepScales({0.0, 0.0})) EXPECT_EQ(x, 1.0f);
+  EXPECT_TRUE(SliceStepScales({}).empty());
+}
+
+TEST(Profile, SliceSensitivityScalesEachSlicesStepInEveryScheme) {
+  const auto& kv = Kv();
+  const int layers = kv.cache.layers;
+  ProfileOptions options;
+  options.transform = true;
+  options.rope = kv.model->config().rope();
+  const auto build = [&](std::vector<double> sensitivity) {
+    ProfileBuilder builder(options);
+    EXPECT_TRUE(builder.AddSample(kv.cache.keys(), kv.cache.values()).ok());
+    builder.SetSliceSensitivity(std::move(sensitivity));
+    auto p = builder.Build();
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return std::move(p).value();
+  };
+  const Profile flat = build({});
+  std::vector<double> sensitivity(static_cast<size_t>(layers) * 2, 1.0);
+  sensitivity[1] = 4.0;  // layer 0's values: the most sensitive slice
+  const Profile weighed = build(sensitivity);
+  const std::vector<float> g = SliceStepScales(sensitivity);
+  ASSERT_LT(g[1], 1.0f);
+  ASSERT_GT(g[0], 1.0f);
+  const ProfileData &f = flat.data(), &w = weighed.data();
+  for (size_t i = 0; i < f.levels.size(); ++i) {
+    for (int l = 0; l < layers; ++l) {
+      for (int kv_index = 0; kv_index < 2; ++kv_index) {
+        const size_t slice = static_cast<size_t>(l) * 2 + static_cast<size_t>(kv_index);
+        const size_t c = f.Index(l, kv_index, 0);
+        EXPECT_FLOAT_EQ(w.levels[i].steps[c], f.levels[i].steps[c] * g[slice]) << "level " << i + 1 << " slice " << slice;
+        EXPECT_FLOAT_EQ(w.transform.levels[i].steps[slice], f.transform.levels[i].steps[slice] * g[slice]);
+      }
+    }
+  }
+  // A finer step keeps at least as many components.
+  EXPECT_GE(w.transform.levels.back().kept[1], f.transform.levels.back().kept[1]);
+
+  ProfileBuilder wrong_size(options);
+  ASSERT_TRUE(wrong_size.AddSample(kv.cache.keys(), kv.cache.values()).ok());
+  wrong_size.SetSliceSensitivity({1.0, 2.0, 3.0});
+  EXPECT_EQ(wrong_size.Build().status().code(), StatusCode::kInvalidArgument);
+  for (double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    ProfileBuilder b(options);
+    ASSERT_TRUE(b.AddSample(kv.cache.keys(), kv.cache.values()).ok());
+    sensitivity[2] = bad;
+    b.SetSliceSensitivity(sensitivity);
+    EXPECT_EQ(b.Build().status().code(), StatusCode::kInvalidArgument) << bad;
+  }
 }
 
 // Rewrites the trailing CRC so that a patched field is what the parser trips on.
