@@ -120,10 +120,11 @@ Status RunDemo(const Args& args) {
                          : "\nWithout --profile the levels' qualities are unknown: it assumes each halving of a level's bytes\n"
                            "costs the same step of quality (docs/scheduler.md, \"Levels of unknown quality\").\n"
                            "A profile makes every level smaller, and its transform and predicted schemes smaller still\n"
-                           "(with their fine rows, negligible quality at about 3.4x and 4.0-5.1x fewer bytes than int8\n"
-                           "in bench/RESULTS.md, the upper ends at the threshold):\n"
-                           "kvstream profile --model smollm2 --predict --contexts 8 --measure --out P, then\n"
-                           "kvstream demo --profile P --scheme predicted --decode-threads 2 (or --scheme transform).");
+                           "(predicted, with fine rows and weighed slices: negligible quality on every scored window at\n"
+                           "4.75x fewer bytes than int8, on their mean at 6.1x; docs/rate-distortion.md, \"Slice weights\"):\n"
+                           "kvstream profile --model smollm2 --predict --byte-predictors --weigh-slices --eval-tokens 512\n"
+                           "--contexts 8 --fine-fraction 0.12 --measure --out P, then\n"
+                           "kvstream demo --profile P --scheme predicted --fine-fraction 0.12 --decode-threads 2.");
   return Status::Ok();
 }
 

@@ -1,0 +1,63 @@
+// `kvstream profile --weigh-slices` end to end on the tiny real model: every slice measured and weighed
+// within the clamps, and the weighed profile serves chunks that the quality meter scores.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include "tests/tools/run_shell.h"
+
+namespace {
+
+using kvstream::testing::RunShell;
+
+const std::string kProfile = std::string(KVSTREAM_CLI) +
+                             " profile --model stories260K --contexts 2 --context-tokens 128 --eval-tokens 32 "
+                             "--predict --threads 1";
+
+TEST(Profile, WeighSlicesMeasuresEverySliceAndScalesItsStep) {
+  const std::string flat_path = ::testing::TempDir() + "kvstream_profile_flat";
+  const std::string weighed_path = ::testing::TempDir() + "kvstream_profile_weighed";
+  std::string flat, weighed;
+  ASSERT_EQ(RunShell(kProfile + " --out " + flat_path, &flat), 0) << flat;
+  ASSERT_EQ(RunShell(kProfile + " --weigh-slices --out " + weighed_path, &weighed), 0) << weighed;
+  EXPECT_EQ(flat.find("slice weights"), std::string::npos) << flat;
+  const size_t table = weighed.find("slice weights (predicted L5 on the held-out context)");
+  ASSERT_NE(table, std::string::npos) << weighed;
+
+  // One line per layer (stories260K has 5): "layer  K <kl> x<scale>  V <kl> x<scale>".
+  std::istringstream lines(weighed.substr(weighed.find('\n', table) + 1));
+  int unit_scales = 0;
+  for (int layer = 0; layer < 5; ++layer) {
+    std::string line;
+    ASSERT_TRUE(std::getline(lines, line));
+    int l = -1;
+    double kl[2], scale[2];
+    ASSERT_EQ(std::sscanf(line.c_str(), " %d K %lf x%lf V %lf x%lf", &l, &kl[0], &scale[0], &kl[1], &scale[1]), 5)
+        << line;
+    EXPECT_EQ(l, layer);
+    for (int kv = 0; kv < 2; ++kv) {
+      EXPECT_GE(kl[kv], 0.0) << line;
+      EXPECT_GE(scale[kv], 0.35) << line;
+      EXPECT_LE(scale[kv], 2.0) << line;
+      unit_scales += scale[kv] == 1.0;
+    }
+  }
+  EXPECT_LT(unit_scales, 10) << "no slice was weighed: " << weighed;
+
+  // Other steps make other profiles, and the weighed one codes chunks the meter can score.
+  const auto hash = [](const std::string& out) { return out.substr(out.rfind("hash ")); };
+  EXPECT_NE(hash(flat), hash(weighed));
+  std::string eval;
+  ASSERT_EQ(RunShell(std::string(KVSTREAM_CLI) + " eval --model stories260K --context-tokens 96 --eval-tokens 32 "
+                         "--threads 1 --methods kvstream-L4 --scheme predicted --profile " + weighed_path + " --json",
+                     &eval),
+            0)
+      << eval;
+  EXPECT_NE(eval.find("\"method\": \"kvstream-L4\""), std::string::npos) << eval;
+  std::remove(flat_path.c_str());
+  std::remove(weighed_path.c_str());
+}
+
+}  // namespace
