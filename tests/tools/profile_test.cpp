@@ -2,6 +2,8 @@
 // within the clamps, and the weighed profile serves chunks that the quality meter scores.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -17,8 +19,9 @@ const std::string kProfile = std::string(KVSTREAM_CLI) +
                              "--predict --threads 1";
 
 TEST(Profile, WeighSlicesMeasuresEverySliceAndScalesItsStep) {
-  const std::string flat_path = ::testing::TempDir() + "kvstream_profile_flat";
-  const std::string weighed_path = ::testing::TempDir() + "kvstream_profile_weighed";
+  // Per process: the plain and sanitizer builds may run this test at the same time.
+  const std::string stem = ::testing::TempDir() + "kvstream_profile_" + std::to_string(::getpid());
+  const std::string flat_path = stem + "_flat", weighed_path = stem + "_weighed";
   std::string flat, weighed;
   ASSERT_EQ(RunShell(kProfile + " --out " + flat_path, &flat), 0) << flat;
   ASSERT_EQ(RunShell(kProfile + " --weigh-slices --out " + weighed_path, &weighed), 0) << weighed;
