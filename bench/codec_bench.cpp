@@ -76,32 +76,73 @@ Status DecodeRange(const BaselineCodec& codec, const Encoded& enc, std::vector<K
   return Status::Ok();
 }
 
+// What a method gives on one window's chunks: sizes summed over them and the quality of the decoded KV.
+struct WindowSums {
+  double charged_bits = 0, entropy_coded_bits = 0, entropy_ideal_bits = 0;
+  double ppl_delta_pct = 0, kl_mean = 0, top1_agreement = 0, top1_min = 1;
+  int windows = 0;
+};
+
+Status MeasureWindow(const BaselineCodec& codec, const std::vector<KvChunk16>& chunks, const QualityMeter& meter,
+                     int chunk_tokens, WindowSums* sums) {
+  Encoded enc;
+  KVSTREAM_RETURN_IF_ERROR(EncodeAll(codec, chunks, /*with_stats=*/true, &enc));
+  sums->charged_bits += enc.charged_bits;
+  sums->entropy_coded_bits += enc.entropy_coded_bits;
+  sums->entropy_ideal_bits += enc.entropy_ideal_bits;
+  auto transform = MakeCodecTransform(codec, chunk_tokens);
+  KVSTREAM_ASSIGN_OR_RETURN(QualityReport q, meter.Measure(*transform));
+  sums->ppl_delta_pct += q.ppl_delta_pct;
+  sums->kl_mean += q.kl_mean;
+  sums->top1_agreement += q.top1_agreement;
+  sums->top1_min = std::min(sums->top1_min, q.top1_agreement);
+  ++sums->windows;
+  return Status::Ok();
+}
+
+// The row's sizes and quality from its sums; `values` per window; fp16 and int8 the ratios' sums.
+void FinishRow(const WindowSums& sums, double values, const WindowSums& fp16, const WindowSums& int8, CodecBenchRow* row) {
+  const double n = sums.windows;
+  row->bits_per_value = sums.charged_bits / (values * n);
+  if (sums.entropy_ideal_bits > 0) row->entropy_overhead_pct = 100.0 * (sums.entropy_coded_bits / sums.entropy_ideal_bits - 1.0);
+  row->ppl_delta_pct = sums.ppl_delta_pct / n;
+  row->kl_mean = sums.kl_mean / n;
+  row->top1_agreement = sums.top1_agreement / n;
+  if (sums.windows > 1) row->top1_agreement_min = sums.top1_min;
+  row->ratio_vs_fp16 = fp16.charged_bits / sums.charged_bits;
+  row->ratio_vs_int8 = int8.charged_bits / sums.charged_bits;
+}
+
 }  // namespace
 
 Status RunCodecBench(const CodecBenchOptions& o, const CodecFactory& extra_codecs,
                      const std::function<void(const CodecBenchContext&)>& on_context,
                      const std::function<void(const CodecBenchRow&)>& on_row) {
-  if (o.context_tokens < 1 || o.eval_tokens < 1 || o.chunk_tokens < 1 || o.threads < 1) {
-    return Status::InvalidArgument("bench codec: context/eval/chunk tokens and threads must be >= 1");
+  if (o.context_tokens < 1 || o.eval_tokens < 1 || o.chunk_tokens < 1 || o.threads < 1 || o.windows < 1) {
+    return Status::InvalidArgument("bench codec: context/eval/chunk tokens, threads and windows must be >= 1");
   }
   LoadOptions load;
   load.threads = 0;
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(o.model, load));
   const ModelConfig& config = model->config();
   KVSTREAM_ASSIGN_OR_RETURN(std::string text, ReadFile(o.text));
-  std::vector<int> tokens = model->tokenizer().Encode(text, true);
-  const size_t need = static_cast<size_t>(o.context_tokens) + o.eval_tokens + 1;  // + the last target
+  const std::vector<int> tokens = model->tokenizer().Encode(text, true);
+  // Window w prefills tokens [w (T + M), w (T + M) + T) and scores the M after them (+ the last target).
+  const size_t window_tokens = static_cast<size_t>(o.context_tokens) + static_cast<size_t>(o.eval_tokens);
+  const size_t need = static_cast<size_t>(o.windows) * window_tokens + 1;
   if (tokens.size() < need) {
-    return Status::InvalidArgument("bench codec: " + o.text + " has " + std::to_string(tokens.size()) +
-                                   " tokens, need context + eval = " + std::to_string(need));
+    return Status::InvalidArgument("bench codec: " + o.text + " has " + std::to_string(tokens.size()) + " tokens, need " +
+                                   std::to_string(o.windows) + " x (context + eval) + 1 = " + std::to_string(need));
   }
-  tokens.resize(need);
   QualityOptions qo;
   qo.context_tokens = o.context_tokens;
   qo.eval_tokens = o.eval_tokens;
-  KVSTREAM_ASSIGN_OR_RETURN(QualityMeter meter, QualityMeter::Create(*model, tokens, qo));
-  const KvCache& context = meter.context_cache();
-  const std::vector<KvChunk16> chunks = SplitIntoChunks(context, o.context_tokens, o.chunk_tokens);
+  auto window_meter = [&](int w) {
+    const auto first = tokens.begin() + static_cast<long>(static_cast<size_t>(w) * window_tokens);
+    return QualityMeter::Create(*model, std::vector<int>(first, first + static_cast<long>(window_tokens + 1)), qo);
+  };
+  KVSTREAM_ASSIGN_OR_RETURN(QualityMeter meter, window_meter(0));
+  const std::vector<KvChunk16> chunks = SplitIntoChunks(meter.context_cache(), o.context_tokens, o.chunk_tokens);
   double fp16_bytes = 0;
   for (const KvChunk16& c : chunks) fp16_bytes += 2.0 * static_cast<double>(c.values());
   const double values = fp16_bytes / 2;
@@ -127,41 +168,37 @@ Status RunCodecBench(const CodecBenchOptions& o, const CodecFactory& extra_codec
   ctx.kv_dim = config.kv_dim();
   ctx.context_tokens = o.context_tokens;
   ctx.chunks = static_cast<int>(chunks.size());
+  ctx.windows = o.windows;
   {
     KVSTREAM_ASSIGN_OR_RETURN(QualityReport ref, meter.Measure(*MakeFp16Transform()));
     ctx.ppl_reference = ref.ppl_reference;
   }
   if (on_context) on_context(ctx);
 
-  // The ratios' denominators: fp16 and int8 sizes of this context.
-  double fp16_bpv = 0, int8_bpv = 0;
-  for (size_t i = 0; i < 2; ++i) {
-    Encoded enc;
-    KVSTREAM_RETURN_IF_ERROR(EncodeAll(*codecs[i], chunks, /*with_stats=*/true, &enc));
-    (i == 0 ? fp16_bpv : int8_bpv) = enc.charged_bits / values;
-  }
-  for (const auto& codec : codecs) {
-    CodecBenchRow row;
-    row.method = codec->method();
-    row.level = codec->level();
+  // The first window times every method; fp16 and int8 come first, so with one window each row after
+  // them is finished (its ratios too) as soon as its method is.
+  std::vector<CodecBenchRow> rows(codecs.size());
+  std::vector<WindowSums> sums(codecs.size());
+  for (size_t i = 0; i < codecs.size(); ++i) {
+    const BaselineCodec& codec = *codecs[i];
+    CodecBenchRow& row = rows[i];
+    row.method = codec.method();
+    row.level = codec.level();
     Encoded enc;
     Status status;
-    const double enc_s = BestSeconds(o, [&] { return EncodeAll(*codec, chunks, /*with_stats=*/false, &enc); }, &status);
+    const double enc_s = BestSeconds(o, [&] { return EncodeAll(codec, chunks, /*with_stats=*/false, &enc); }, &status);
     KVSTREAM_RETURN_IF_ERROR(status);
-    KVSTREAM_RETURN_IF_ERROR(EncodeAll(*codec, chunks, /*with_stats=*/true, &enc));
-    row.bits_per_value = enc.charged_bits / values;
-    if (enc.entropy_ideal_bits > 0) row.entropy_overhead_pct = 100.0 * (enc.entropy_coded_bits / enc.entropy_ideal_bits - 1.0);
     row.encode_gbps_per_core = fp16_bytes / enc_s / 1e9;
 
     std::vector<KvChunk16> dst = chunks;  // shapes; contents are overwritten
-    const double dec_s = BestSeconds(o, [&] { return DecodeRange(*codec, enc, dst, 0, 1); }, &status);
+    const double dec_s = BestSeconds(o, [&] { return DecodeRange(codec, enc, dst, 0, 1); }, &status);
     KVSTREAM_RETURN_IF_ERROR(status);
     row.decode_gbps_per_core = fp16_bytes / dec_s / 1e9;
     const double par_s = BestSeconds(o, [&] {
       std::vector<Status> statuses(static_cast<size_t>(o.threads));
       std::vector<std::thread> pool;
       for (int t = 0; t < o.threads; ++t) {
-        pool.emplace_back([&, t] { statuses[t] = DecodeRange(*codec, enc, dst, static_cast<size_t>(t), static_cast<size_t>(o.threads)); });
+        pool.emplace_back([&, t] { statuses[t] = DecodeRange(codec, enc, dst, static_cast<size_t>(t), static_cast<size_t>(o.threads)); });
       }
       for (auto& th : pool) th.join();
       for (auto& s : statuses) KVSTREAM_RETURN_IF_ERROR(s);
@@ -170,7 +207,7 @@ Status RunCodecBench(const CodecBenchOptions& o, const CodecFactory& extra_codec
     KVSTREAM_RETURN_IF_ERROR(status);
     row.decode_gbps = fp16_bytes / par_s / 1e9;
 
-    auto* cg = dynamic_cast<const CacheGenRefCodec*>(codec.get());
+    auto* cg = dynamic_cast<const CacheGenRefCodec*>(&codec);
     if (cg) {
       CacheGenRefSize total;
       std::vector<uint8_t> scratch;
@@ -189,16 +226,25 @@ Status RunCodecBench(const CodecBenchOptions& o, const CodecFactory& extra_codec
                        {"cdf_tables", double(total.cdf_bytes)}, {"stream_lengths", double(total.length_bytes)},
                        {"payload", double(total.payload_bytes)}, {"ac16_ideal_payload", total.ac16_ideal_bits / 8}};
     }
-
-    auto transform = MakeCodecTransform(*codec, o.chunk_tokens);
-    KVSTREAM_ASSIGN_OR_RETURN(QualityReport q, meter.Measure(*transform));
-    row.ppl_delta_pct = q.ppl_delta_pct;
-    row.kl_mean = q.kl_mean;
-    row.top1_agreement = q.top1_agreement;
-
-    row.ratio_vs_fp16 = fp16_bpv / row.bits_per_value;
-    row.ratio_vs_int8 = int8_bpv / row.bits_per_value;
-    on_row(row);
+    KVSTREAM_RETURN_IF_ERROR(MeasureWindow(codec, chunks, meter, o.chunk_tokens, &sums[i]));
+    if (o.windows == 1 && i >= 1) {  // fp16's row waits for int8's size
+      for (size_t k = i == 1 ? 0 : i; k <= i; ++k) {
+        FinishRow(sums[k], values, sums[0], sums[1], &rows[k]);
+        on_row(rows[k]);
+      }
+    }
+  }
+  if (o.windows == 1) return Status::Ok();
+  for (int w = 1; w < o.windows; ++w) {
+    KVSTREAM_ASSIGN_OR_RETURN(QualityMeter window, window_meter(w));
+    const std::vector<KvChunk16> window_chunks = SplitIntoChunks(window.context_cache(), o.context_tokens, o.chunk_tokens);
+    for (size_t i = 0; i < codecs.size(); ++i) {
+      KVSTREAM_RETURN_IF_ERROR(MeasureWindow(*codecs[i], window_chunks, window, o.chunk_tokens, &sums[i]));
+    }
+  }
+  for (size_t i = 0; i < codecs.size(); ++i) {
+    FinishRow(sums[i], values, sums[0], sums[1], &rows[i]);
+    on_row(rows[i]);
   }
   return Status::Ok();
 }

@@ -5,7 +5,9 @@
 // The context (the first context_tokens of the text) is prefilled once; its KV is cut into chunks of
 // chunk_tokens and each method encodes and decodes every chunk. Speeds are the best of `repetitions`
 // runs, in GB of fp16-equivalent KV (2 bytes per value) per second. Ratios use the fp16 and int8 rows of
-// the same run.
+// the same run. With `windows` > 1 the sizes and the quality are those of that many windows of context +
+// eval tokens one after the other through the text (as `kvstream eval --windows`): sizes over all of them,
+// quality their mean and the lowest top-1; speeds stay those of the first.
 #pragma once
 
 #include <functional>
@@ -25,6 +27,7 @@ struct CodecBenchOptions {
   std::string text = "/usr/share/common-licenses/GPL-3";
   int context_tokens = 2048;
   int eval_tokens = 256;
+  int windows = 1;  // windows of context + eval tokens scored (see above)
   int chunk_tokens = 256;
   int threads = 1;       // for decode_gbps
   int repetitions = 3;   // timing: best of
@@ -50,6 +53,7 @@ struct CodecBenchRow {
   double ppl_delta_pct = 0;
   double kl_mean = 0;
   double top1_agreement = 0;
+  std::optional<double> top1_agreement_min;  // the lowest window's, with more than one window
   // cachegen-ref only: the rANS payload against the ideal arithmetic-coding size under the released
   // 16-bit CDFs, and the released layout's byte breakdown.
   std::optional<double> rans_vs_ac16_pct;
@@ -58,8 +62,8 @@ struct CodecBenchRow {
 
 struct CodecBenchContext {
   std::string model_name;
-  int layers = 0, kv_dim = 0, context_tokens = 0, chunks = 0;
-  double ppl_reference = 0;
+  int layers = 0, kv_dim = 0, context_tokens = 0, chunks = 0, windows = 1;
+  double ppl_reference = 0;  // the first window's
 };
 
 // A method under test: a codec plus how the bench names it. The kvstream codec enters through
@@ -67,7 +71,8 @@ struct CodecBenchContext {
 using CodecFactory = std::function<Result<std::vector<std::unique_ptr<BaselineCodec>>>(const Model&)>;
 
 // Runs the benchmark; `on_row` receives each finished row (ratios filled in), in order: fp16, int8,
-// zstd-3, zstd-19, cachegen-ref levels, then the extra codecs.
+// zstd-3, zstd-19, cachegen-ref levels, then the extra codecs (as each finishes with one window, after the
+// last window with more).
 Status RunCodecBench(const CodecBenchOptions& options, const CodecFactory& extra_codecs,
                      const std::function<void(const CodecBenchContext&)>& on_context,
                      const std::function<void(const CodecBenchRow&)>& on_row);

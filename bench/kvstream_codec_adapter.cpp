@@ -116,7 +116,8 @@ CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t o
     std::stringstream ss;
     ss << in.rdbuf();
     const std::vector<int> all = model.tokenizer().Encode(ss.str(), true);
-    const int64_t begin = offset >= 0 ? offset : int64_t{options.context_tokens} + options.eval_tokens + 1;
+    const int64_t begin =
+        offset >= 0 ? offset : int64_t{options.windows} * (int64_t{options.context_tokens} + options.eval_tokens) + 1;
     const int64_t n = std::min<int64_t>({options.predict ? kPredictionCalibrationTokens : kCalibrationTokens,
                                          static_cast<int64_t>(all.size()) - begin,
                                          int64_t{model.config().max_seq_len} - 1});

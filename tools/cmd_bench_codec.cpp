@@ -52,6 +52,8 @@ Status Run(const Args& args) {
   KVSTREAM_ASSIGN_OR_RETURN(int64_t chunk, args.GetInt("chunk-tokens", o.chunk_tokens));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", o.threads));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t reps, args.GetInt("repetitions", o.repetitions));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t windows, args.GetInt("windows", o.windows));
+  if (windows < 1 || windows > 64) return Status::InvalidArgument("--windows = " + std::to_string(windows) + " outside 1..64");
   for (auto [name, v] : {std::pair{"context-tokens", context}, {"eval-tokens", eval}, {"chunk-tokens", chunk},
                          {"threads", threads}, {"repetitions", reps}}) {
     if (v < 1 || v > (1 << 20)) {
@@ -63,6 +65,7 @@ Status Run(const Args& args) {
   o.chunk_tokens = static_cast<int>(chunk);
   o.threads = static_cast<int>(threads);
   o.repetitions = static_cast<int>(reps);
+  o.windows = static_cast<int>(windows);
   const bool json = args.Has("json");
   o.transform = args.Has("transform");
   o.predict = args.Has("predict");
@@ -78,7 +81,7 @@ Status Run(const Args& args) {
   const std::string profile_path = args.GetString("profile", "");
   const std::string command = "kvstream bench codec --model " + o.model + " --text " + o.text + " --context-tokens " +
                               std::to_string(o.context_tokens) + " --eval-tokens " + std::to_string(o.eval_tokens) +
-                              " --chunk-tokens " + std::to_string(o.chunk_tokens) + " --threads " +
+                              (o.windows > 1 ? " --windows " + std::to_string(o.windows) : "") + " --chunk-tokens " + std::to_string(o.chunk_tokens) + " --threads " +
                               std::to_string(o.threads) + " --repetitions " + std::to_string(o.repetitions) +
                               (profile_path.empty() ? "" : " --profile " + profile_path) +
                               (o.transform ? " --transform" : "") + (o.predict ? " --predict" : "") +
@@ -102,6 +105,7 @@ Status Run(const Args& args) {
     h["kv_dim"] = c.kv_dim;
     h["context_tokens"] = c.context_tokens;
     h["eval_tokens"] = o.eval_tokens;
+    h["windows"] = c.windows;
     h["chunks"] = c.chunks;
     h["ppl_reference"] = c.ppl_reference;
     if (calibration.tokens > 0) {
@@ -114,13 +118,19 @@ Status Run(const Args& args) {
                   "machine: %s, %u cores, %s kernels; reference ppl %.4f\n",
                   c.model_name.c_str(), c.layers, c.kv_dim, c.context_tokens, c.chunks, o.eval_tokens,
                   CpuModel().c_str(), std::thread::hardware_concurrency(), codec::SimdKernels(), c.ppl_reference);
+      if (c.windows > 1) {
+        std::printf("sizes and quality over %d windows (quality: their mean, top-1 min the lowest); speeds from the "
+                    "first\n",
+                    c.windows);
+      }
       if (calibration.tokens > 0) {
         std::printf("kvstream profile learned from tokens [%lld, %lld) of %s\n", static_cast<long long>(calibration.first_token),
                     static_cast<long long>(calibration.first_token + calibration.tokens), calibration.text.c_str());
       }
       std::printf("\n");
-      std::printf("%-18s %-5s %8s %7s %7s %8s %8s %8s %8s %8s %9s %7s\n", "method", "level", "bits/val", "x fp16",
-                  "x int8", "entr+%", "enc GB/s", "dec GB/s", "decN GB/s", "ppl +%", "KL", "top-1");
+      std::printf("%-18s %-5s %8s %7s %7s %8s %8s %8s %8s %8s %9s %7s%s\n", "method", "level", "bits/val", "x fp16",
+                  "x int8", "entr+%", "enc GB/s", "dec GB/s", "decN GB/s", "ppl +%", "KL", "top-1",
+                  c.windows > 1 ? "  min" : "");
     }
     std::fflush(stdout);
   };
@@ -139,6 +149,7 @@ Status Run(const Args& args) {
       j["ppl_delta_pct"] = r.ppl_delta_pct;
       j["kl_mean"] = r.kl_mean;
       j["top1_agreement"] = r.top1_agreement;
+      if (r.top1_agreement_min) j["top1_agreement_min"] = *r.top1_agreement_min;
       if (r.rans_vs_ac16_pct) {
         j["rans_vs_ac16_pct"] = *r.rans_vs_ac16_pct;
         j["rans_vs_ac16_within_1pct"] = std::abs(*r.rans_vs_ac16_pct) <= 1.0;
@@ -152,10 +163,12 @@ Status Run(const Args& args) {
     } else {
       char entropy[32] = "-";
       if (r.entropy_overhead_pct) std::snprintf(entropy, sizeof entropy, "%.3f", *r.entropy_overhead_pct);
-      std::printf("%-18s %-5s %8.3f %7.2f %7.2f %8s %8.3f %8.3f %8.3f %8.3f %9.2e %7.4f\n", r.method.c_str(),
+      std::printf("%-18s %-5s %8.3f %7.2f %7.2f %8s %8.3f %8.3f %8.3f %8.3f %9.2e %7.4f", r.method.c_str(),
                   LevelName(r.level).c_str(), r.bits_per_value, r.ratio_vs_fp16, r.ratio_vs_int8, entropy,
                   r.encode_gbps_per_core, r.decode_gbps_per_core, r.decode_gbps, r.ppl_delta_pct, r.kl_mean,
                   r.top1_agreement);
+      if (r.top1_agreement_min) std::printf(" %7.4f", *r.top1_agreement_min);
+      std::printf("\n");
       if (r.rans_vs_ac16_pct) {
         std::printf("  cachegen-ref check: rANS payload vs ideal 16-bit arithmetic coding %+.3f%% (%s 1%%)\n",
                     *r.rans_vs_ac16_pct, std::abs(*r.rans_vs_ac16_pct) <= 1.0 ? "within" : "NOT within");
@@ -176,11 +189,14 @@ KVSTREAM_REGISTER_COMMAND(bench_codec, {
     "  --text FILE              text of the context (default /usr/share/common-licenses/GPL-3)\n"
     "  --context-tokens N       tokens of context compressed (default 2048)\n"
     "  --eval-tokens M          continuation tokens scored by the quality meter (default 256)\n"
+    "  --windows W              score W windows of context + eval tokens, one after the other through the\n"
+    "                           text (as kvstream eval --windows): sizes over all, quality their mean and\n"
+    "                           the lowest top-1 (top1_agreement_min); speeds from the first (default 1)\n"
     "  --chunk-tokens N         tokens per chunk (default 256)\n"
     "  --threads N              threads for the decode_gbps column (default 1)\n"
     "  --repetitions R          timing repetitions, best taken (default 3)\n"
     "  --calibration-text FILE  text the kvstream profile is learned from (default: --text)\n"
-    "  --calibration-offset T   first token of the calibration slice (default: after context + eval)\n"
+    "  --calibration-offset T   first token of the calibration slice (default: after the windows)\n"
     "  --profile FILE           use this kvstream profile (kvstream profile) instead of learning one; a\n"
     "                           profile with a transform (prediction) adds the kvstream-transform\n"
     "                           (kvstream-predicted) rows\n"
@@ -193,7 +209,7 @@ KVSTREAM_REGISTER_COMMAND(bench_codec, {
     "                           kvstream-transform+fine, kvstream-predicted+fine; default 0: not)\n"
     "  --fine-level L           the fine rows' level (default 2)\n"
     "  --json                   one JSON object per line (a header, then one per method and level)",
-    {"model", "text", "context-tokens", "eval-tokens", "chunk-tokens", "threads", "repetitions", "calibration-text",
+    {"model", "text", "context-tokens", "eval-tokens", "windows", "chunk-tokens", "threads", "repetitions", "calibration-text",
      "calibration-offset", "profile", "fine-fraction", "fine-level"},
     {"json", "transform", "predict"},
     &Run,
