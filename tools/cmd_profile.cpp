@@ -2,7 +2,10 @@
 // level's size on a held-out context and, with --measure, its quality (recorded in the profile).
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "kvstream/codec.h"
@@ -58,6 +61,30 @@ Result<std::vector<double>> MeasureSliceSensitivity(const QualityMeter& meter,
   return kl;
 }
 
+// --ladder: increasing step multipliers, one per level.
+Result<std::vector<float>> ParseLadder(const std::string& list) {
+  std::vector<float> steps;
+  std::stringstream in(list);
+  std::string previous;
+  for (std::string item; std::getline(in, item, ','); previous = item) {
+    char* end = nullptr;
+    const float m = std::strtof(item.c_str(), &end);
+    if (item.empty() || *end != '\0' || !(m > 0.0f && m <= 16.0f)) {
+      return Status::InvalidArgument("--ladder: '" + item + "' is not a step multiplier in (0, 16]");
+    }
+    if (!steps.empty() && !(m > steps.back())) {
+      return Status::InvalidArgument("--ladder: the multipliers must increase (level 1 the finest), " + item +
+                                     " follows " + previous);
+    }
+    steps.push_back(m);
+  }
+  if (steps.empty() || steps.size() > static_cast<size_t>(kMaxLossyLevel)) {
+    return Status::InvalidArgument("--ladder: 1 to " + std::to_string(kMaxLossyLevel) + " multipliers, got " +
+                                   std::to_string(steps.size()));
+  }
+  return steps;
+}
+
 Status RunProfile(const Args& args) {
   KVSTREAM_ASSIGN_OR_RETURN(std::string out_path, args.Require("out"));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t contexts, args.GetInt("contexts", 4));
@@ -96,6 +123,10 @@ Status RunProfile(const Args& args) {
   options.byte_predictors = args.Has("byte-predictors");
   if (options.byte_predictors && !options.predict) return Status::InvalidArgument("--byte-predictors needs --predict");
   options.rope = model->config().rope();
+  if (const std::string ladder = args.GetString("ladder", ""); !ladder.empty()) {
+    KVSTREAM_ASSIGN_OR_RETURN(std::vector<float> steps, ParseLadder(ladder));
+    options.ladder = LadderOfSteps(model->config().n_layers, steps);
+  }
   ProfileBuilder builder(options);
   for (int64_t i = 0; i < contexts; ++i) {
     std::vector<int> window(ids.begin() + i * context_tokens, ids.begin() + (i + 1) * context_tokens);
@@ -143,13 +174,21 @@ Status RunProfile(const Args& args) {
     }
   }
   // `profile` gains each level's quality (and a new hash) as we go; chunks are coded with the learned one.
+  // Chunks with in-chunk tables quantise with the default ladder, so they compare only with it ("-").
   const auto learned = std::make_shared<const Profile>(profile);
   for (const LevelSpec& spec : learned->ladder()) {
     const auto with = bench::MakeCodecTransform(bench::MakeKvstreamLevelCodec(learned, spec.level), static_cast<int>(chunk_tokens));
-    const auto without = bench::MakeCodecTransform(bench::MakeKvstreamLevelCodec(nullptr, spec.level), static_cast<int>(chunk_tokens));
-    KvCache a = meter.context_cache(), b = meter.context_cache();
+    KvCache a = meter.context_cache();
     KVSTREAM_ASSIGN_OR_RETURN(double bits, with->Apply(a));
-    KVSTREAM_ASSIGN_OR_RETURN(double own_bits, without->Apply(b));
+    std::string own_bits = "-";
+    if (options.ladder.empty()) {
+      const auto without = bench::MakeCodecTransform(bench::MakeKvstreamLevelCodec(nullptr, spec.level), static_cast<int>(chunk_tokens));
+      KvCache b = meter.context_cache();
+      KVSTREAM_ASSIGN_OR_RETURN(double own, without->Apply(b));
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.4f", own);
+      own_bits = buf;
+    }
     LevelQuality q;
     q.bits_per_value = bits;
     if (measure) {
@@ -157,9 +196,10 @@ Status RunProfile(const Args& args) {
       q.top1_agreement = r.top1_agreement;
       q.ppl_delta_pct = r.ppl_delta_pct;
       q.kl_mean = r.kl_mean;
-      std::printf("  L%-5d %-20.4f %-20.4f  %-8.4f %-+11.3f %.5f\n", spec.level, bits, own_bits, r.top1_agreement, r.ppl_delta_pct, r.kl_mean);
+      std::printf("  L%-5d %-20.4f %-20s  %-8.4f %-+11.3f %.5f\n", spec.level, bits, own_bits.c_str(), r.top1_agreement,
+                  r.ppl_delta_pct, r.kl_mean);
     } else {
-      std::printf("  L%-5d %-20.4f %.4f\n", spec.level, bits, own_bits);
+      std::printf("  L%-5d %-20.4f %s\n", spec.level, bits, own_bits.c_str());
     }
     KVSTREAM_ASSIGN_OR_RETURN(profile, profile.WithQuality(spec.level, q));
   }
@@ -204,7 +244,7 @@ KVSTREAM_REGISTER_COMMAND(profile, {
     "usage: kvstream profile --model M --out PROFILE [--text FILE] [--contexts N] [--context-tokens T]\n"
     "                        [--max-tables K] [--channel-exponent A] [--chunk-tokens C] [--eval-tokens E]\n"
     "                        [--transform] [--predict [--byte-predictors]] [--fine-fraction F]\n"
-    "                        [--fine-level L] [--weigh-slices] [--measure]\n"
+    "                        [--fine-level L] [--weigh-slices] [--ladder M1,M2,...] [--measure]\n"
     "                        [--tokenizer PATH] [--threads N]\n\n"
     "Prefills N windows of T tokens of the text, learns per (layer, K/V, channel) means and steps and a bank\n"
     "of K rANS tables per level from their KV, then encodes the next window (held out) at every level, with\n"
@@ -243,11 +283,13 @@ KVSTREAM_REGISTER_COMMAND(profile, {
     "                         by sqrt(mean KL / its KL) within [0.35, 2], learn again; on SmolLM2 about\n"
     "                         1.3x smaller at equal quality. Costs 2 x layers more scorings of the E\n"
     "                         tokens; E = 512 weighs better than the default 128\n"
+    "  --ladder M1,M2,...     the levels' step multipliers, increasing (level 1 first; 1 to 15 of them;\n"
+    "                         default 0.1,0.15,0.25,0.35,0.5,1), each times the (layer, K/V)'s base step\n"
     "  --measure              measure and record each level's quality (top-1 agreement, ppl, KL)\n"
     "  --tokenizer PATH       tokenizer overriding the one found with the model\n"
     "  --threads N            OpenBLAS threads for the forward pass (default 0 = all cores)",
     {"model", "out", "text", "contexts", "context-tokens", "max-tables", "channel-exponent", "chunk-tokens", "eval-tokens",
-     "tokenizer", "threads", "fine-fraction", "fine-level"},
+     "tokenizer", "threads", "fine-fraction", "fine-level", "ladder"},
     {"measure", "transform", "predict", "byte-predictors", "weigh-slices"},
     RunProfile,
 });

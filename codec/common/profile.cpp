@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -17,28 +18,42 @@ namespace kvstream {
 using codec::ByteReader;
 using codec::ByteWriter;
 
+namespace {
+
+// Steps relative to the (layer, K/V) base step (the RMS channel std), the same for keys and values,
+// from the rate-distortion study on SmolLM2-135M with sink rows (docs/rate-distortion.md): 0.10 was
+// the first to reach negligible quality (ppl -0.35 %, top-1 0.992), 0.5 keeps ppl within 1 %.
+constexpr float kDefaultMultipliers[] = {0.10f, 0.15f, 0.25f, 0.35f, 0.5f, 1.0f};
+// CacheGen's released config (keys 32/16, values 32/16 bins) is level 3; others scale it by 2x.
+constexpr int kDefaultBins[][2] = {{128, 64}, {64, 32}, {32, 16}, {16, 8}, {8, 6}, {6, 4}};
+
+}  // namespace
+
 std::vector<LevelSpec> DefaultLadder(int layers) {
-  // Steps relative to the (layer, K/V) base step (the RMS channel std), the same for keys and values,
-  // from the rate-distortion study on SmolLM2-135M with sink rows (docs/rate-distortion.md): 0.10 was
-  // the first to reach negligible quality (ppl -0.35 %, top-1 0.992), 0.5 keeps ppl within 1 %.
-  static constexpr float kMultipliers[] = {0.10f, 0.15f, 0.25f, 0.35f, 0.5f, 1.0f};
-  // CacheGen's released config (keys 32/16, values 32/16 bins) is level 3; others scale it by 2x.
-  static constexpr int kBins[][2] = {{128, 64}, {64, 32}, {32, 16}, {16, 8}, {8, 6}, {6, 4}};
+  return LadderOfSteps(layers, std::vector<float>(std::begin(kDefaultMultipliers), std::end(kDefaultMultipliers)));
+}
+
+std::vector<LevelSpec> LadderOfSteps(int layers, const std::vector<float>& multipliers) {
   const int key_fine = std::max(1, static_cast<int>(std::lround(layers * 10.0 / 32.0)));
   const int value_fine = std::max(1, static_cast<int>(std::lround(layers * 2.0 / 32.0)));
   std::vector<LevelSpec> ladder;
-  for (int i = 0; i < 6; ++i) {
+  for (size_t i = 0; i < multipliers.size(); ++i) {
+    const float m = multipliers[i];
+    size_t nearest = 0;
+    for (size_t d = 1; d < std::size(kDefaultMultipliers); ++d) {
+      if (std::abs(std::log(m / kDefaultMultipliers[d])) < std::abs(std::log(m / kDefaultMultipliers[nearest]))) nearest = d;
+    }
     LevelSpec s;
-    s.level = i + 1;
-    s.step_multiplier[0] = s.step_multiplier[1] = kMultipliers[i];
+    s.level = static_cast<Level>(i + 1);
+    s.step_multiplier[0] = s.step_multiplier[1] = m;
     s.fine_layers[0] = std::min(layers, key_fine);
     s.fine_layers[1] = std::min(layers, value_fine);
     // No early-layer refinement for channel-uniform: the study found SmolLM2's early layers the least
     // sensitive. fine_layers still select CacheGen's larger bins for the cachegen-token scheme.
     s.fine_factor = 1.0f;
     for (int kv = 0; kv < 2; ++kv) {
-      s.cachegen_bins[kv][0] = kBins[i][0];
-      s.cachegen_bins[kv][1] = kBins[i][1];
+      s.cachegen_bins[kv][0] = kDefaultBins[nearest][0];
+      s.cachegen_bins[kv][1] = kDefaultBins[nearest][1];
     }
     ladder.push_back(s);
   }

@@ -45,6 +45,12 @@ struct LevelSpec {
 // only choose the cachegen-token scheme's bins.
 std::vector<LevelSpec> DefaultLadder(int layers);
 
+// A ladder of these channel-uniform step multipliers, one rung per multiplier in order (keys and values
+// alike, fine_factor 1); each rung takes fine_layers and cachegen-token bins from the default rung
+// nearest in step (by ratio), so DefaultLadder(layers) is LadderOfSteps of its own multipliers. The
+// multipliers are not checked here (ProfileBuilder::Build refuses a ladder it cannot use).
+std::vector<LevelSpec> LadderOfSteps(int layers, const std::vector<float>& multipliers);
+
 // What a level costs in quality, when measured (kvstream eval / profile --measure); NaN when not.
 struct LevelQuality {
   double top1_agreement = std::numeric_limits<double>::quiet_NaN();

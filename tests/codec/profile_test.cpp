@@ -178,6 +178,43 @@ TEST(Profile, ChannelExponentGivesPerChannelSteps) {
   for (int c = 1; c < flat.channels; ++c) EXPECT_EQ(flat.levels[0].steps[flat.Index(0, 0, c)], flat.levels[0].steps[flat.Index(0, 0, 0)]);
 }
 
+TEST(Profile, LadderOfStepsTakesTheNearestDefaultRungsBins) {
+  const std::vector<LevelSpec> defaults = DefaultLadder(30);
+  std::vector<float> multipliers;
+  for (const LevelSpec& s : defaults) multipliers.push_back(s.step_multiplier[0]);
+  const std::vector<LevelSpec> same = LadderOfSteps(30, multipliers);
+  ASSERT_EQ(same.size(), defaults.size());
+  for (size_t i = 0; i < same.size(); ++i) {
+    EXPECT_EQ(same[i].level, defaults[i].level);
+    EXPECT_EQ(same[i].step_multiplier[1], defaults[i].step_multiplier[1]);
+    EXPECT_EQ(same[i].fine_layers[0], defaults[i].fine_layers[0]);
+    EXPECT_EQ(same[i].cachegen_bins[1][1], defaults[i].cachegen_bins[1][1]);
+  }
+  // A rung between the defaults' 0.35 (L4) and 0.5 (L5), nearer 0.5 by ratio; one finer than them all.
+  const std::vector<LevelSpec> custom = LadderOfSteps(30, {0.05f, 0.35f, 0.43f, 0.5f});
+  ASSERT_EQ(custom.size(), 4u);
+  EXPECT_EQ(custom[2].level, 3);
+  EXPECT_EQ(custom[2].step_multiplier[0], 0.43f);
+  EXPECT_EQ(custom[2].cachegen_bins[0][0], defaults[4].cachegen_bins[0][0]);
+  EXPECT_EQ(custom[1].cachegen_bins[0][0], defaults[3].cachegen_bins[0][0]);
+  EXPECT_EQ(custom[0].cachegen_bins[0][0], defaults[0].cachegen_bins[0][0]);
+
+  // A profile learns and codes with it: each level at its own step.
+  const auto& kv = Kv();
+  ProfileOptions options;
+  options.model = "stories260K";
+  options.ladder = LadderOfSteps(kv.cache.layers, {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.7f, 1.0f});
+  ProfileBuilder builder(options);
+  ASSERT_TRUE(builder.AddSample(SliceTokens(kv.cache.keys(), 0, kProfileTokens), SliceTokens(kv.cache.values(), 0, kProfileTokens)).ok());
+  auto p = builder.Build();
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->ladder().size(), 7u);
+  const ProfileData& d = p->data();
+  for (size_t l = 1; l < d.levels.size(); ++l) {
+    EXPECT_FLOAT_EQ(d.levels[l].steps[0] / d.levels[0].steps[0], options.ladder[l].step_multiplier[0] / 0.1f) << l;
+  }
+}
+
 TEST(Profile, SliceStepScalesEqualiseKlPerBitWithinTheClamps) {
   // Sensitivities with mean 1: a slice 4x as sensitive halves its step, one 4x less doubles it; a slice 20x
   // as sensitive would take 0.22 and one that costs nothing measurable any step: the clamps hold them.

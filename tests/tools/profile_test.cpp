@@ -63,4 +63,25 @@ TEST(Profile, WeighSlicesMeasuresEverySliceAndScalesItsStep) {
   std::remove(weighed_path.c_str());
 }
 
+TEST(Profile, LadderSetsTheLevelsAndRefusesBadLists) {
+  const std::string path = ::testing::TempDir() + "kvstream_profile_ladder_" + std::to_string(::getpid());
+  const std::string plain = std::string(KVSTREAM_CLI) + " profile --model stories260K --contexts 2 --context-tokens 128 "
+                            "--threads 1 --out " + path;
+  std::string out;
+  ASSERT_EQ(RunShell(plain + " --ladder 0.1,0.2,0.3,0.42,0.5,0.7,1", &out), 0) << out;
+  // Seven levels, none compared with in-chunk tables (those quantise with the default ladder).
+  EXPECT_NE(out.find("  L7 "), std::string::npos) << out;
+  EXPECT_EQ(out.find("  L8 "), std::string::npos) << out;
+  EXPECT_NE(out.find("  L4     "), std::string::npos) << out;
+  std::istringstream lines(out.substr(out.find("  L1 ")));
+  std::string line;
+  ASSERT_TRUE(std::getline(lines, line));
+  EXPECT_NE(line.find(" -"), std::string::npos) << line;
+  std::remove(path.c_str());
+  for (const char* bad : {"0.2,0.1", "0.1,,0.2", "0", "-1", "0.1,x", "17"}) {
+    ASSERT_NE(RunShell(plain + " --ladder '" + bad + "'", &out), 0) << bad;
+    EXPECT_NE(out.find("--ladder"), std::string::npos) << bad << ": " << out;
+  }
+}
+
 }  // namespace
