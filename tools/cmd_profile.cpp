@@ -61,6 +61,51 @@ Result<std::vector<double>> MeasureSliceSensitivity(const QualityMeter& meter,
   return kl;
 }
 
+// The sample windows and the held-out window (a context and its continuation, + 1 token for the last
+// target) from one text or several (--text A,B,...): sample window i comes from text i mod n, each text's
+// windows one after the other from its start, so that the profile learns from every kind of text alike;
+// the held-out window follows the first text's sample windows.
+struct SampleWindows {
+  std::vector<std::vector<int>> contexts;
+  std::vector<int> held_out;
+};
+
+Result<SampleWindows> CutSampleWindows(const Model& model, const std::string& text_list, int64_t contexts,
+                                       int64_t context_tokens, int64_t eval_tokens) {
+  std::vector<std::string> paths;
+  std::stringstream list(text_list);
+  for (std::string path; std::getline(list, path, ',');) {
+    if (path.empty()) return Status::InvalidArgument("--text: an empty file name in '" + text_list + "'");
+    paths.push_back(path);
+  }
+  if (paths.empty()) return Status::InvalidArgument("--text: no file given");
+  const int64_t n = static_cast<int64_t>(paths.size());
+  if (n > contexts) {
+    return Status::InvalidArgument("--text: " + std::to_string(n) + " files for " + std::to_string(contexts) +
+                                   " contexts (each file gives at least one)");
+  }
+  SampleWindows out;
+  out.contexts.resize(static_cast<size_t>(contexts));
+  for (int64_t f = 0; f < n; ++f) {
+    KVSTREAM_ASSIGN_OR_RETURN(std::vector<int> ids, TokenizeFile(model, paths[static_cast<size_t>(f)]));
+    const int64_t own = (contexts - f + n - 1) / n;  // sample windows f, f + n, ...
+    const int64_t needed = own * context_tokens + (f == 0 ? context_tokens + eval_tokens + 1 : 0);
+    if (static_cast<int64_t>(ids.size()) < needed) {
+      return Status::InvalidArgument("--text " + paths[static_cast<size_t>(f)] + " has " + std::to_string(ids.size()) +
+                                     " tokens; its " + std::to_string(own) + " contexts of " +
+                                     std::to_string(context_tokens) +
+                                     (f == 0 ? " plus the held-out one and its " + std::to_string(eval_tokens) + " scored tokens"
+                                             : std::string()) +
+                                     " need " + std::to_string(needed));
+    }
+    for (int64_t k = 0; k < own; ++k) {
+      out.contexts[static_cast<size_t>(f + k * n)].assign(ids.begin() + k * context_tokens, ids.begin() + (k + 1) * context_tokens);
+    }
+    if (f == 0) out.held_out.assign(ids.begin() + own * context_tokens, ids.begin() + needed);
+  }
+  return out;
+}
+
 // --ladder: increasing step multipliers, one per level.
 Result<std::vector<float>> ParseLadder(const std::string& list) {
   std::vector<float> steps;
@@ -107,13 +152,8 @@ Status RunProfile(const Args& args) {
   KVSTREAM_RETURN_IF_ERROR(ParseFineRows(args, &fine_fraction, &fine_level));
 
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelFromArgs(args));
-  KVSTREAM_ASSIGN_OR_RETURN(std::vector<int> ids, TokenizeFile(*model, args.GetString("text", kDefaultText)));
-  // Sample contexts first, then a held-out context (and its continuation) for sizes and quality.
-  const int64_t needed = (contexts + 1) * context_tokens + eval_tokens + 1;  // +1: the last target
-  if (static_cast<int64_t>(ids.size()) < needed) {
-    return Status::InvalidArgument("--text has " + std::to_string(ids.size()) + " tokens; " + std::to_string(contexts) +
-                                   " contexts of " + std::to_string(context_tokens) + " plus a held-out one need " + std::to_string(needed));
-  }
+  KVSTREAM_ASSIGN_OR_RETURN(SampleWindows windows, CutSampleWindows(*model, args.GetString("text", kDefaultText), contexts,
+                                                                     context_tokens, eval_tokens));
   ProfileOptions options;
   options.model = model->config().name.substr(0, 255);
   options.max_tables = static_cast<int>(max_tables);
@@ -128,16 +168,14 @@ Status RunProfile(const Args& args) {
     options.ladder = LadderOfSteps(model->config().n_layers, steps);
   }
   ProfileBuilder builder(options);
-  for (int64_t i = 0; i < contexts; ++i) {
-    std::vector<int> window(ids.begin() + i * context_tokens, ids.begin() + (i + 1) * context_tokens);
+  for (const std::vector<int>& window : windows.contexts) {
     KvCache cache = KvCache::Allocate(model->config(), static_cast<int>(context_tokens));
     KVSTREAM_RETURN_IF_ERROR(model->Forward(window, cache, nullptr));
     KVSTREAM_RETURN_IF_ERROR(builder.AddSample(cache.keys(), cache.values()));
   }
   KVSTREAM_ASSIGN_OR_RETURN(Profile profile, builder.Build());
 
-  std::vector<int> held_out(ids.begin() + contexts * context_tokens, ids.begin() + needed);
-  KVSTREAM_ASSIGN_OR_RETURN(QualityMeter meter, QualityMeter::Create(*model, held_out,
+  KVSTREAM_ASSIGN_OR_RETURN(QualityMeter meter, QualityMeter::Create(*model, std::move(windows.held_out),
                                                                      QualityOptions{static_cast<int>(context_tokens), static_cast<int>(eval_tokens)}));
   std::printf("profile of %s: %d layers x %d channels, %lld contexts of %lld tokens, %lld tables per level\n",
               options.model.c_str(), profile.layers(), profile.channels(), static_cast<long long>(contexts),
@@ -241,7 +279,7 @@ Status RunProfile(const Args& args) {
 KVSTREAM_REGISTER_COMMAND(profile, {
     "profile",
     "learn a model's codec profile (level ladder, quantisation parameters, entropy tables)",
-    "usage: kvstream profile --model M --out PROFILE [--text FILE] [--contexts N] [--context-tokens T]\n"
+    "usage: kvstream profile --model M --out PROFILE [--text FILE[,FILE...]] [--contexts N] [--context-tokens T]\n"
     "                        [--max-tables K] [--channel-exponent A] [--chunk-tokens C] [--eval-tokens E]\n"
     "                        [--transform] [--predict [--byte-predictors]] [--fine-fraction F]\n"
     "                        [--fine-level L] [--weigh-slices] [--ladder M1,M2,...] [--measure]\n"
@@ -253,7 +291,11 @@ KVSTREAM_REGISTER_COMMAND(profile, {
     "the profile. Writes the profile (format: docs/format.md) and prints its hash.\n\n"
     "  --model M              model short name (stories260K, tinystories656k, smollm2) or path (required)\n"
     "  --out PROFILE          output file (required)\n"
-    "  --text FILE            sample text (default /usr/share/common-licenses/GPL-3)\n"
+    "  --text FILE[,FILE...]  sample text (default /usr/share/common-licenses/GPL-3); with several files the\n"
+    "                         windows alternate between them (window i from file i mod n, each file's in\n"
+    "                         order) and the held-out one follows the first file's: a profile learned from\n"
+    "                         several kinds of text serves unlike text better (docs/codec.md, \"What the\n"
+    "                         profile learns from\")\n"
     "  --contexts N           sample windows (default 4)\n"
     "  --context-tokens T     tokens per window (default 512)\n"
     "  --max-tables K         rANS tables per level shared by all channels, 1..255 (default 16; more give\n"

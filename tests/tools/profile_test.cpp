@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -82,6 +83,35 @@ TEST(Profile, LadderSetsTheLevelsAndRefusesBadLists) {
     ASSERT_NE(RunShell(plain + " --ladder '" + bad + "'", &out), 0) << bad;
     EXPECT_NE(out.find("--ladder"), std::string::npos) << bad << ": " << out;
   }
+}
+
+TEST(Profile, SeveralTextsShareTheWindowsAndEachMustHoldItsOwn) {
+  const std::string path = ::testing::TempDir() + "kvstream_profile_texts_" + std::to_string(::getpid());
+  const std::string short_text = path + "_short.txt";
+  {
+    std::ofstream out(short_text);
+    out << "Once upon a time there was a little dog.\n";
+  }
+  const std::string base = std::string(KVSTREAM_CLI) + " profile --model stories260K --context-tokens 128 --threads 1 --out " + path;
+  const std::string gpl3 = "/usr/share/common-licenses/GPL-3", gpl2 = "/usr/share/common-licenses/GPL-2";
+  std::string one, two, out;
+  ASSERT_EQ(RunShell(base + " --contexts 2 --text " + gpl3, &one), 0) << one;
+  ASSERT_EQ(RunShell(base + " --contexts 2 --text " + gpl3 + "," + gpl2, &two), 0) << two;
+  // Window 1 comes from GPL-2 instead of GPL-3: another profile, the same held-out window.
+  const auto hash = [](const std::string& s) { return s.substr(s.rfind("hash ")); };
+  EXPECT_NE(hash(one), hash(two));
+  std::remove(path.c_str());
+
+  ASSERT_NE(RunShell(base + " --contexts 2 --text " + gpl3 + "," + short_text, &out), 0);
+  EXPECT_NE(out.find("--text " + short_text + " has"), std::string::npos) << out;
+  EXPECT_NE(out.find("its 1 contexts of 128 need 128"), std::string::npos) << out;
+  ASSERT_NE(RunShell(base + " --contexts 2 --text " + short_text + "," + gpl3, &out), 0);
+  EXPECT_NE(out.find("plus the held-out one"), std::string::npos) << out;
+  ASSERT_NE(RunShell(base + " --contexts 1 --text " + gpl3 + "," + gpl2, &out), 0);
+  EXPECT_NE(out.find("2 files for 1 contexts"), std::string::npos) << out;
+  ASSERT_NE(RunShell(base + " --contexts 2 --text " + gpl3 + ",," + gpl2, &out), 0);
+  EXPECT_NE(out.find("an empty file name"), std::string::npos) << out;
+  std::remove(short_text.c_str());
 }
 
 }  // namespace
