@@ -121,10 +121,11 @@ Status RunDemo(const Args& args) {
                            "costs the same step of quality (docs/scheduler.md, \"Levels of unknown quality\").\n"
                            "A profile makes every level smaller, and its transform and predicted schemes smaller still\n"
                            "(predicted, with fine rows and weighed slices: negligible quality on every scored window at\n"
-                           "4.75x fewer bytes than int8, on their mean at 6.1x, on text like the profile's; about 20 %\n"
-                           "more bytes on other prose; docs/rate-distortion.md, \"Slice weights\"):\n"
+                           "4.75x fewer bytes than int8, on their mean at 6.1x, on text like the profile's; on other prose\n"
+                           "about 20 % more bytes, 6 % with a profile learned from two kinds of text, --text A,B;\n"
+                           "docs/codec.md, \"Slice weights\" and \"What the profile learns from\"):\n"
                            "kvstream profile --model smollm2 --predict --byte-predictors --weigh-slices --eval-tokens 512\n"
-                           "--contexts 8 --fine-fraction 0.12 --measure --out P, then\n"
+                           "--contexts 8 --fine-fraction 0.12 --measure [--text A,B] --out P, then\n"
                            "kvstream demo --profile P --scheme predicted --fine-fraction 0.12 --decode-threads 2.");
   return Status::Ok();
 }
