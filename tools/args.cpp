@@ -83,6 +83,17 @@ Result<double> Args::GetDouble(const std::string& name, double fallback) const {
   return x;
 }
 
+std::vector<std::string> SplitList(const std::string& list) {
+  std::vector<std::string> items;
+  if (list.empty()) return items;
+  for (size_t start = 0;;) {
+    const size_t comma = list.find(',', start);
+    items.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
+}
+
 std::map<std::string, Command>& MutableCommands() {
   static std::map<std::string, Command> commands;
   return commands;

@@ -639,8 +639,7 @@ Status RunBenchAdapt(const Args& args) {
       if (!(real && l.level == kLevelText)) policies.push_back("fixed-" + LevelName(l.level));
     }
   } else {
-    std::stringstream in(list);
-    for (std::string p; std::getline(in, p, ',');) {
+    for (const std::string& p : SplitList(list)) {
       if (!p.empty()) policies.push_back(p);
     }
   }

@@ -348,9 +348,7 @@ Status ShapedFetches(const Args& args, double gbps, int64_t repetitions, std::ve
   // The fetcher runs as `kvstream fetch` inside namespace B: UCX finds network devices through /sys, which
   // only `ip netns exec` remounts for the namespace.
   Status fetched = [&]() -> Status {
-    std::stringstream list(levels);
-    std::string item;
-    while (std::getline(list, item, ',')) {
+    for (const std::string& item : SplitList(levels)) {
       Level level;
       if (!ParseLevel(item, &level)) return Status::InvalidArgument("--levels: '" + item + "' is not a level");
       const std::string method = level == kLevelFp16   ? "fp16"
@@ -405,9 +403,7 @@ Status RunBenchTransport(const Args& args) {
   std::vector<uint64_t> sizes = {uint64_t{64} << 10, uint64_t{1} << 20, uint64_t{4} << 20};
   if (args.Has("sizes")) {
     sizes.clear();
-    std::stringstream list(args.GetString("sizes"));
-    std::string item;
-    while (std::getline(list, item, ',')) {
+    for (const std::string& item : SplitList(args.GetString("sizes"))) {
       const long long s = std::atoll(item.c_str());
       if (s < 1 || s > (1ll << 30)) return Status::InvalidArgument("--sizes: '" + item + "' is not in 1..2^30 bytes");
       sizes.push_back(static_cast<uint64_t>(s));

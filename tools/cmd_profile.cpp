@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -72,11 +71,9 @@ struct SampleWindows {
 
 Result<SampleWindows> CutSampleWindows(const Model& model, const std::string& text_list, int64_t contexts,
                                        int64_t context_tokens, int64_t eval_tokens) {
-  std::vector<std::string> paths;
-  std::stringstream list(text_list);
-  for (std::string path; std::getline(list, path, ',');) {
+  const std::vector<std::string> paths = SplitList(text_list);
+  for (const std::string& path : paths) {
     if (path.empty()) return Status::InvalidArgument("--text: an empty file name in '" + text_list + "'");
-    paths.push_back(path);
   }
   if (paths.empty()) return Status::InvalidArgument("--text: no file given");
   const int64_t n = static_cast<int64_t>(paths.size());
@@ -109,9 +106,9 @@ Result<SampleWindows> CutSampleWindows(const Model& model, const std::string& te
 // --ladder: increasing step multipliers, one per level.
 Result<std::vector<float>> ParseLadder(const std::string& list) {
   std::vector<float> steps;
-  std::stringstream in(list);
-  std::string previous;
-  for (std::string item; std::getline(in, item, ','); previous = item) {
+  const std::vector<std::string> items = SplitList(list);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string& item = items[i];
     char* end = nullptr;
     const float m = std::strtof(item.c_str(), &end);
     if (item.empty() || *end != '\0' || !(m > 0.0f && m <= 16.0f)) {
@@ -119,7 +116,7 @@ Result<std::vector<float>> ParseLadder(const std::string& list) {
     }
     if (!steps.empty() && !(m > steps.back())) {
       return Status::InvalidArgument("--ladder: the multipliers must increase (level 1 the finest), " + item +
-                                     " follows " + previous);
+                                     " follows " + items[i - 1]);
     }
     steps.push_back(m);
   }

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <sstream>
 #include <thread>
 
 #include "tools/codec_files.h"
@@ -41,9 +40,7 @@ Status RunServe(const Args& args) {
   options.control.model_hash = ModelHash(model->config());
   KVSTREAM_RETURN_IF_ERROR(SetSenderCodec(args, model->config(), &options));
   if (args.Has("levels")) {
-    std::stringstream list(args.GetString("levels"));
-    std::string item;
-    while (std::getline(list, item, ',')) {
+    for (const std::string& item : SplitList(args.GetString("levels"))) {
       Level level;
       if (!ParseLevel(item, &level)) return Status::InvalidArgument("--levels: '" + item + "' is not a level (fp16, int8, text, L<n>)");
       options.levels.push_back(level);

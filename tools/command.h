@@ -39,6 +39,10 @@ class Args {
   std::vector<std::string> positional_;
 };
 
+// The items of a comma-separated flag value ("a,b"), empty ones included so that the caller can refuse
+// "a,,b" or "a,"; none for an empty value.
+std::vector<std::string> SplitList(const std::string& list);
+
 struct Command {
   std::string name;     // "eval", "kv dump"
   std::string summary;  // one line for `kvstream --help`

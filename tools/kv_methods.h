@@ -71,18 +71,15 @@ inline Result<std::vector<const KvMethod*>> SelectKvMethods(const std::string& l
     for (const KvMethod& m : KvMethods()) out.push_back(&m);
     return out;
   }
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t comma = std::min(list.find(',', start), list.size());
-    const std::string name = list.substr(start, comma - start);
+  for (const std::string& name : SplitList(list)) {
     const KvMethod* found = nullptr;
     for (const KvMethod& m : KvMethods()) {
       if (m.name == name) found = &m;
     }
     if (!found) return Status::InvalidArgument("--methods: unknown method '" + name + "' (known: all, " + known + ")");
     out.push_back(found);
-    start = comma + 1;
   }
+  if (out.empty()) return Status::InvalidArgument("--methods: no method given (known: all, " + known + ")");
   return out;
 }
 

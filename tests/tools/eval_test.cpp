@@ -59,6 +59,9 @@ TEST(Eval, RefusesWhatItCannotScore) {
   out.clear();
   EXPECT_NE(RunShell(kEval + " --windows 0", &out), 0);
   EXPECT_NE(out.find("--windows in 1..64"), std::string::npos) << out;
+  out.clear();
+  EXPECT_NE(RunShell(kEval + " --methods int8,", &out), 0);
+  EXPECT_NE(out.find("unknown method ''"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -79,7 +79,7 @@ TEST(Profile, LadderSetsTheLevelsAndRefusesBadLists) {
   ASSERT_TRUE(std::getline(lines, line));
   EXPECT_NE(line.find(" -"), std::string::npos) << line;
   std::remove(path.c_str());
-  for (const char* bad : {"0.2,0.1", "0.1,,0.2", "0", "-1", "0.1,x", "17"}) {
+  for (const char* bad : {"0.2,0.1", "0.1,,0.2", "0.1,0.2,", "0", "-1", "0.1,x", "17"}) {
     ASSERT_NE(RunShell(plain + " --ladder '" + bad + "'", &out), 0) << bad;
     EXPECT_NE(out.find("--ladder"), std::string::npos) << bad << ": " << out;
   }
@@ -110,6 +110,8 @@ TEST(Profile, SeveralTextsShareTheWindowsAndEachMustHoldItsOwn) {
   ASSERT_NE(RunShell(base + " --contexts 1 --text " + gpl3 + "," + gpl2, &out), 0);
   EXPECT_NE(out.find("2 files for 1 contexts"), std::string::npos) << out;
   ASSERT_NE(RunShell(base + " --contexts 2 --text " + gpl3 + ",," + gpl2, &out), 0);
+  EXPECT_NE(out.find("an empty file name"), std::string::npos) << out;
+  ASSERT_NE(RunShell(base + " --contexts 2 --text " + gpl3 + ",", &out), 0);
   EXPECT_NE(out.find("an empty file name"), std::string::npos) << out;
   std::remove(short_text.c_str());
 }
