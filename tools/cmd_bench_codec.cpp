@@ -81,7 +81,8 @@ Status Run(const Args& args) {
   const std::string profile_path = args.GetString("profile", "");
   const std::string command = "kvstream bench codec --model " + o.model + " --text " + o.text + " --context-tokens " +
                               std::to_string(o.context_tokens) + " --eval-tokens " + std::to_string(o.eval_tokens) +
-                              (o.windows > 1 ? " --windows " + std::to_string(o.windows) : "") + " --chunk-tokens " + std::to_string(o.chunk_tokens) + " --threads " +
+                              (o.windows > 1 ? " --windows " + std::to_string(o.windows) : "") +
+                              " --chunk-tokens " + std::to_string(o.chunk_tokens) + " --threads " +
                               std::to_string(o.threads) + " --repetitions " + std::to_string(o.repetitions) +
                               (profile_path.empty() ? "" : " --profile " + profile_path) +
                               (o.transform ? " --transform" : "") + (o.predict ? " --predict" : "") +

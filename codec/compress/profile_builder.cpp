@@ -301,9 +301,9 @@ Result<Profile> ProfileBuilder::Build() const {
 // The transform scheme (docs/codec.md, "Transform scheme"), per (layer, K/V): rows y (keys with RoPE
 // undone at their position), mean m, covariance eigenvectors u_j by falling variance lambda_j; per level,
 // step = multiplier x the slice's base step (S, the RMS of the channel stds, times the slice's weight: the
-// channel-uniform scheme's step unit, so that a level means the same step in both schemes), components with lambda_j > step^2 / 12 kept (reverse
-// water-filling: the others carry less than the quantiser's own noise), tables from the histograms of
-// round(u_j . (y - m) / step).
+// channel-uniform scheme's step unit, so that a level means the same step in both schemes), components
+// with lambda_j > step^2 / 12 kept (reverse water-filling: the others carry less than the quantiser's own
+// noise), tables from the histograms of round(u_j . (y - m) / step).
 Status ProfileBuilder::BuildTransform(const std::vector<float>& slice_step_base, ProfileData* d) const {
   const int layers = d->layers, channels = d->channels;
   const size_t c_n = static_cast<size_t>(channels);
