@@ -1,11 +1,13 @@
 // The transform's integer sums alone (Google Benchmark): SumComponents on the shapes the decoder gives it,
-// with the best kernel the CPU runs and with AMX disabled (the AVX-512 VNNI, AVX-512 or AVX2 kernel), so
-// that one run shows what the AMX kernel gains. MAC/s counts multiply-adds.
+// with the matrix packed for this CPU (PackedMatrix: the AMX kernel, or the AVX-512 VNNI byte kernel
+// against a matrix of bytes) and unpacked (the AVX-512 VNNI, AVX-512 or AVX2 kernel), so that one run
+// shows what packing gains. MAC/s counts multiply-adds.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "codec/common/cpu_features.h"
@@ -22,11 +24,11 @@ enum Kind : int64_t {
   kPredictorOfBytes,    // a predictor block as kvstream's profiles make it: inputs and weights within int8
 };
 
-// Args: rows, kept (the weights per row), Kind, 1 to disable AMX. Columns: 192 (SmolLM2).
+// Args: rows, kept (the weights per row), Kind, 1 to leave the matrix unpacked. Columns: 192 (SmolLM2).
 void BM_SumComponents(benchmark::State& state) {
   const int64_t rows = state.range(0), kept = state.range(1), cols = 192;
   const Kind kind = static_cast<Kind>(state.range(2));
-  const bool without_amx = state.range(3) != 0;
+  const bool unpacked = state.range(3) != 0;
   const int largest = kind == kInt16Predictor ? kMaxPredictorInput : kMaxAbsQ;
   const int matrix_bound = kind == kTransform ? 1 << kBasisScaleBits : kind == kInt16Predictor ? MaxPredictorWeight(kept) : 127;
   std::mt19937 rng(7);
@@ -37,25 +39,27 @@ void BM_SumComponents(benchmark::State& state) {
     for (int64_t j = 0; j < kept; ++j) q[static_cast<size_t>(r * WeightStride(kept) + j)] = static_cast<int16_t>(weight(rng));
   }
   for (int16_t& m : matrix) m = static_cast<int16_t>(matrix_value(rng));
-  const AmxMatrix amx = AmxMatrix::Pack(matrix.data(), kept, cols);
+  const PackedMatrix packed = PackedMatrix::Pack(matrix.data(), kept, cols);
   std::vector<int32_t> acc(static_cast<size_t>(rows * cols));
-  if (without_amx) setenv("KVSTREAM_DISABLE_AMX", "1", 1);
-  state.SetLabel(AmxEnabled() ? "amx" : SimdKernels());
+  const char* layout = packed.layout == PackedMatrix::Layout::kAmx         ? "amx"
+                       : packed.layout == PackedMatrix::Layout::kVnniBytes ? "vnni-bytes"
+                       : packed.layout == PackedMatrix::Layout::kVnniPairs ? "vnni-pairs"
+                                                                           : "none";
+  state.SetLabel(std::string(SimdKernels()) + ", packed: " + (unpacked ? "unused" : layout));
   for (auto _ : state) {
-    SumComponents(q.data(), rows, kept, matrix.data(), cols, acc.data(), &amx);
+    SumComponents(q.data(), rows, kept, matrix.data(), cols, acc.data(), unpacked ? nullptr : &packed);
     benchmark::DoNotOptimize(acc.data());
   }
-  if (without_amx) unsetenv("KVSTREAM_DISABLE_AMX");
   state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(rows * kept * cols) * static_cast<double>(state.iterations()),
                                                benchmark::Counter::kIsRate);
 }
 
 void Args(benchmark::internal::Benchmark* b) {
-  for (int without_amx : {0, 1}) {
-    b->Args({64, 192, kTransform, without_amx});         // a predicted block's residual
-    b->Args({64, 192, kInt16Predictor, without_amx});    // a predicted block's prediction from one slice
-    b->Args({64, 192, kPredictorOfBytes, without_amx});  // the same as kvstream's profiles make it
-    b->Args({252, 186, kTransform, without_amx});        // a transform segment (256 tokens less the sinks)
+  for (int unpacked : {0, 1}) {
+    b->Args({64, 192, kTransform, unpacked});         // a predicted block's residual
+    b->Args({64, 192, kInt16Predictor, unpacked});    // a predicted block's prediction from one slice
+    b->Args({64, 192, kPredictorOfBytes, unpacked});  // the same as kvstream's profiles make it
+    b->Args({252, 186, kTransform, unpacked});        // a transform segment (256 tokens less the sinks)
   }
 }
 

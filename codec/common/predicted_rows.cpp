@@ -36,7 +36,7 @@ const float* PredictedRows::Predict(int slice, const int16_t* const* inputs, int
   for (int b = 0; b < blocks; ++b) {
     const size_t block = first_block + static_cast<size_t>(b);
     const int16_t* weights = d_.prediction.weights.data() + block * static_cast<size_t>(n_c * n_c);
-    SumComponents(inputs[b], rows, n_c, weights, n_c, acc + b * values, d_.AmxPredictorBlock(block));
+    SumComponents(inputs[b], rows, n_c, weights, n_c, acc + b * values, d_.PackedPredictorBlock(block));
   }
   const float* bias = d_.prediction.bias.data() + static_cast<size_t>(slice) * static_cast<size_t>(n_c);
   const float* scales[3];
@@ -56,7 +56,7 @@ void PredictedRows::Reconstruct(int slice, const float* scaled_steps, const int1
                                 const EscapedComponent* escapes, size_t escape_count, float* y, int16_t* z) {
   const int64_t n_c = d_.channels, z_stride = WeightStride(n_c);
   const int16_t* basis = d_.ResidualBasis(slice);
-  SumComponents(q, rows, depth, basis, n_c, acc_.data.get(), d_.AmxResidualBasis(slice));
+  SumComponents(q, rows, depth, basis, n_c, acc_.data.get(), d_.PackedResidualBasis(slice));
   const float* input_scale = d_.prediction.input_scales.data() + static_cast<size_t>(slice) * static_cast<size_t>(n_c);
   const RowKernels& kernels = RowKernelsForCpu();
   size_t e = 0;

@@ -88,13 +88,14 @@ Status ReadQuality(ByteReader& in, LevelQuality* q) {
 }  // namespace
 
 void ProfileData::PrepareKernels() {
-  if (!codec::AmxEnabled() || !has_transform) return;  // a prediction needs the transform
-  auto m = std::make_shared<AmxMatrices>();
+  // A prediction needs the transform; CPUs without AMX or AVX-512 VNNI have no layout of their own.
+  if (!has_transform || (!codec::AmxEnabled() && !codec::Avx512VnniEnabled())) return;
+  auto m = std::make_shared<PackedMatrices>();
   const int64_t n = channels;
   const size_t square = static_cast<size_t>(n * n);
-  const auto pack_all = [&](const std::vector<int16_t>& matrices, std::vector<codec::AmxMatrix>* out) {
+  const auto pack_all = [&](const std::vector<int16_t>& matrices, std::vector<codec::PackedMatrix>* out) {
     for (size_t at = 0; at + square <= matrices.size(); at += square) {
-      out->push_back(codec::AmxMatrix::Pack(matrices.data() + at, n, n));
+      out->push_back(codec::PackedMatrix::Pack(matrices.data() + at, n, n));
     }
   };
   if (has_transform) pack_all(transform.bases, &m->bases);
@@ -102,7 +103,7 @@ void ProfileData::PrepareKernels() {
     pack_all(prediction.bases, &m->residual_bases);
     pack_all(prediction.weights, &m->predictor_blocks);
   }
-  amx = std::move(m);
+  packed = std::move(m);
 }
 
 void ProfileData::Finalize() {

@@ -91,12 +91,12 @@ struct ProfileData {
   MeasuredFineRows measured_fine_rows{std::numeric_limits<double>::quiet_NaN(), 0};
   std::vector<uint8_t> bytes;            // canonical serialisation (set by Finalize)
   uint64_t hash = 0;
-  // The int16 matrices in the AMX kernel's layout (transform_sum.h), set by PrepareKernels when the CPU
-  // runs AMX; shared by copies, since the matrices never change once a Profile holds them.
-  struct AmxMatrices {
-    std::vector<codec::AmxMatrix> bases, residual_bases, predictor_blocks;
+  // The int16 matrices packed for this CPU's kernels (transform_sum.h, PackedMatrix), set by
+  // PrepareKernels; shared by copies, since the matrices never change once a Profile holds them.
+  struct PackedMatrices {
+    std::vector<codec::PackedMatrix> bases, residual_bases, predictor_blocks;
   };
-  std::shared_ptr<const AmxMatrices> amx;
+  std::shared_ptr<const PackedMatrices> packed;
 
   size_t Index(int layer, int kv, int channel) const {
     return (static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)) * static_cast<size_t>(channels) +
@@ -109,19 +109,19 @@ struct ProfileData {
   const int16_t* ResidualBasis(int slice) const {
     return prediction.bases.data() + static_cast<size_t>(slice) * static_cast<size_t>(channels) * static_cast<size_t>(channels);
   }
-  // The AMX layouts of Basis, ResidualBasis and predictor block b; null without them.
-  const codec::AmxMatrix* AmxBasis(int layer, int kv) const {
-    return amx && !amx->bases.empty() ? &amx->bases[static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)] : nullptr;
+  // The packed Basis, ResidualBasis and predictor block b; null without them.
+  const codec::PackedMatrix* PackedBasis(int layer, int kv) const {
+    return packed && !packed->bases.empty() ? &packed->bases[static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)] : nullptr;
   }
-  const codec::AmxMatrix* AmxResidualBasis(int slice) const {
-    return amx && !amx->residual_bases.empty() ? &amx->residual_bases[static_cast<size_t>(slice)] : nullptr;
+  const codec::PackedMatrix* PackedResidualBasis(int slice) const {
+    return packed && !packed->residual_bases.empty() ? &packed->residual_bases[static_cast<size_t>(slice)] : nullptr;
   }
-  const codec::AmxMatrix* AmxPredictorBlock(size_t block) const {
-    return amx && !amx->predictor_blocks.empty() ? &amx->predictor_blocks[block] : nullptr;
+  const codec::PackedMatrix* PackedPredictorBlock(size_t block) const {
+    return packed && !packed->predictor_blocks.empty() ? &packed->predictor_blocks[block] : nullptr;
   }
   // Serialises the fields into bytes and computes hash.
   void Finalize();
-  // Builds amx when the CPU runs AMX (AmxEnabled()); call once the matrices are final.
+  // Builds packed when the CPU runs AMX or AVX-512 VNNI; call once the matrices are final.
   void PrepareKernels();
 };
 

@@ -5,7 +5,7 @@
 // each an exact int32 tile sum (|q_hi b_hi| <= 2^14, |q_lo b_lo| < 2^16, at most a matrix's rows of terms).
 // Factors within [-128, 127] are bytes already and need no split: weights within int8 (the transform's and
 // the residual's, |q| <= kMaxAbsQ; a predictor's inputs on ProfileOptions::byte_predictors' grid) take two
-// products against an int16 matrix and one against a matrix of bytes (AmxMatrix::bytes: such a profile's
+// products against an int16 matrix and one against a matrix of bytes (PackedMatrix::bytes: such a profile's
 // predictor blocks).
 // The assembly wraps modulo 2^32 like every int32 vector add, so it yields the exact sum whenever the sum
 // fits in int32, which SumComponents requires. Same integers as every other kernel.
@@ -202,7 +202,7 @@ void SumAgainstByteColumns(const uint8_t* hi, const uint8_t* lo, bool bytes, int
 
 }  // namespace
 
-int64_t SumComponentsAmx(const int16_t* q, int64_t rows, int64_t kept, const AmxMatrix& matrix, int32_t* acc) {
+int64_t SumComponentsAmx(const int16_t* q, int64_t rows, int64_t kept, const PackedMatrix& matrix, int32_t* acc) {
   const int64_t cols = matrix.cols;
   if (kept > matrix.depth || kept <= 0 || rows <= 0) return 0;
   const int64_t chunks = (kept + kTileBytes - 1) / kTileBytes, depth = chunks * kTileBytes;
@@ -223,8 +223,8 @@ int64_t SumComponentsAmx(const int16_t* q, int64_t rows, int64_t kept, const Amx
   thread_local std::vector<uint8_t> hi_storage, lo_storage;
   lo_storage.resize(static_cast<size_t>(row_blocks) * block_bytes + 63);
   hi_storage.resize(lo_storage.size());
-  uint8_t* lo = AmxMatrix::AlignedTo64(lo_storage.data());
-  uint8_t* hi = AmxMatrix::AlignedTo64(hi_storage.data());
+  uint8_t* lo = PackedMatrix::AlignedTo64(lo_storage.data());
+  uint8_t* hi = PackedMatrix::AlignedTo64(hi_storage.data());
   bool bytes = true;
   for (int64_t rb = 0; rb < row_blocks; ++rb) {
     bytes &= LowBytes(q, rows, kept, rb * kTileRows, depth, lo + rb * block_bytes);
@@ -235,7 +235,7 @@ int64_t SumComponentsAmx(const int16_t* q, int64_t rows, int64_t kept, const Amx
   if (matrix.bytes) {
     const size_t block_stride = static_cast<size_t>(matrix.depth / kTileBytes) * kTileRows * kTileBytes;
     for (int64_t c = 0; c < cols; c += 32) {
-      const uint8_t* m0 = matrix.tiles() + static_cast<size_t>(c / 16) * block_stride;
+      const uint8_t* m0 = matrix.data() + static_cast<size_t>(c / 16) * block_stride;
       if (c + 16 < cols) {
         SumAgainstByteColumns<2>(hi, lo, bytes, rows, row_blocks, depth, m0, m0 + block_stride, cols, c, acc);
       } else {
@@ -248,7 +248,7 @@ int64_t SumComponentsAmx(const int16_t* q, int64_t rows, int64_t kept, const Amx
   alignas(64) int32_t part[4][kTileRows * 16];
   const size_t tile_stride = static_cast<size_t>(matrix.depth / kTileBytes) * 2 * kTileRows * kTileBytes;
   for (int64_t c = 0; c < cols; c += 16) {
-    const uint8_t* matrix_block = matrix.tiles() + static_cast<size_t>(c / 16) * tile_stride;
+    const uint8_t* matrix_block = matrix.data() + static_cast<size_t>(c / 16) * tile_stride;
     if (bytes) {
       for (int64_t rb = 0; rb < row_blocks; rb += 2) {
         const uint8_t* a = lo + rb * block_bytes;

@@ -508,7 +508,7 @@ class SegmentDecoder {
     const int16_t* basis = d.Basis(layer, kv());
     // SumComponents writes every sum: no zeroing first (it cost 4 % of the decode).
     const auto acc = std::make_unique_for_overwrite<int32_t[]>(static_cast<size_t>(rows * n_c));
-    codec::SumComponents(weights_.get(), rows, depth_, basis, n_c, acc.get(), d.AmxBasis(layer, kv()));
+    codec::SumComponents(weights_.get(), rows, depth_, basis, n_c, acc.get(), d.PackedBasis(layer, kv()));
     const float* mean = d.transform.means.data() + d.Index(layer, kv(), 0);
     std::vector<float> y(static_cast<size_t>(n_c));
     const codec::RowKernels& kernels = codec::RowKernelsForCpu();

@@ -151,8 +151,10 @@ TEST(MultiplyRows, EveryKernelSumsInOrderWithFusedMultiplyAdds) {
 
 TEST(SumComponents, EveryKernelGivesTheExactIntegerSums) {
   std::mt19937 rng(13);
+  // matrix_rows: the rows packed, as the decoder packs a whole basis and sums a level's first kept rows
+  // (0: kept).
   struct Shape {
-    int rows, kept, cols;
+    int rows, kept, cols, matrix_rows = 0;
   };
   // The transform's weights (within int8) against a basis, a predictor's inputs (int16) against a block
   // at its bound, and against a block of bytes (as kvstream's profiles make them) with inputs of int16 or
@@ -166,13 +168,15 @@ TEST(SumComponents, EveryKernelGivesTheExactIntegerSums) {
                              Range{"predictor of bytes", codec::kMaxPredictorInput, 127},
                              Range{"bytes", 127, 127}}) {
     for (const Shape& shape :
-         {Shape{1, 1, 16}, {3, 7, 16}, {5, 192, 192}, {6, 33, 40}, {2, 0, 32}, {9, 190, 8}, {7, 65, 48}, {37, 192, 192}}) {
+         {Shape{1, 1, 16}, {3, 7, 16}, {5, 192, 192}, {6, 33, 40}, {2, 0, 32}, {9, 190, 8}, {7, 65, 48}, {37, 192, 192},
+          {13, 141, 192, 192}, {3, 6, 64, 9}}) {
       SCOPED_TRACE(std::string(range.name) + " " + std::to_string(shape.rows) + "x" + std::to_string(shape.kept) + "x" +
                    std::to_string(shape.cols));
       const int matrix_bound = range.matrix > 0 ? range.matrix : static_cast<int>(codec::MaxPredictorWeight(std::max(shape.kept, 1)));
       std::uniform_int_distribution<int> matrix_value(-matrix_bound, matrix_bound), weight(-range.weight, range.weight);
       const int64_t stride = codec::WeightStride(shape.kept);
-      std::vector<int16_t> q(static_cast<size_t>(shape.rows * stride), 0), basis(static_cast<size_t>(shape.kept * shape.cols));
+      const int matrix_rows = std::max(shape.kept, shape.matrix_rows);
+      std::vector<int16_t> q(static_cast<size_t>(shape.rows * stride), 0), basis(static_cast<size_t>(matrix_rows * shape.cols));
       for (int r = 0; r < shape.rows; ++r)
         for (int j = 0; j < shape.kept; ++j) q[r * stride + j] = static_cast<int16_t>(weight(rng));
       if (!q.empty()) q[0] = static_cast<int16_t>(range.weight);
@@ -186,7 +190,19 @@ TEST(SumComponents, EveryKernelGivesTheExactIntegerSums) {
         }
       }
       const size_t n = static_cast<size_t>(shape.rows * shape.cols);
-      const codec::AmxMatrix amx = codec::AmxMatrix::Pack(basis.data(), shape.kept, shape.cols);
+      const codec::PackedMatrix packed = codec::PackedMatrix::Pack(basis.data(), matrix_rows, shape.cols);
+      // Without AMX (there, or on a CPU that has none) the matrix is packed for AVX-512 VNNI.
+      codec::PackedMatrix vnni;
+      WithKernelsDisabled("KVSTREAM_DISABLE_AMX",
+                          [&] { vnni = codec::PackedMatrix::Pack(basis.data(), matrix_rows, shape.cols); });
+      const auto within_int8 = [](int16_t x) { return x >= -128 && x <= 127; };
+      const bool matrix_of_bytes = std::all_of(basis.begin(), basis.end(), within_int8);
+      if (codec::Avx512VnniEnabled() && shape.cols % 16 == 0 && matrix_rows > 0) {
+        using Layout = codec::PackedMatrix::Layout;
+        EXPECT_EQ(vnni.layout, matrix_of_bytes ? Layout::kVnniBytes : Layout::kVnniPairs);
+      } else {
+        EXPECT_TRUE(vnni.empty());
+      }
       // Each run gives the sums of the columns [0, columns); SumComponents covers them all.
       struct Run {
         std::string kernel;
@@ -196,11 +212,16 @@ TEST(SumComponents, EveryKernelGivesTheExactIntegerSums) {
       std::vector<Run> runs;
       auto sum_components = [&](const std::string& kernel) {
         std::vector<int32_t> sums(n);
-        codec::SumComponents(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, sums.data(), &amx);
+        codec::SumComponents(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, sums.data(), &packed);
         runs.push_back({kernel, std::move(sums), shape.cols});
       };
       sum_components("best");
       WithKernelsDisabled("KVSTREAM_DISABLE_AMX", [&] { sum_components("best without AMX"); });
+      WithKernelsDisabled("KVSTREAM_DISABLE_AMX", [&] {
+        std::vector<int32_t> sums(n);
+        codec::SumComponents(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, sums.data(), &vnni);
+        runs.push_back({"best, packed without AMX", std::move(sums), shape.cols});
+      });
       WithKernelsDisabled("KVSTREAM_DISABLE_AVX512", [&] { sum_components("AVX2 or portable"); });
       WithPortableKernels([&] { sum_components("portable"); });
       // The AVX-512 kernels one by one where the CPU runs them (the best one hides the other).
@@ -215,10 +236,19 @@ TEST(SumComponents, EveryKernelGivesTheExactIntegerSums) {
             codec::SumComponentsAvx512Vnni(q.data(), shape.rows, shape.kept, basis.data(), shape.cols, sums.data());
         runs.push_back({"AVX-512 VNNI", std::move(sums), columns});
       }
-      if (codec::AmxEnabled() && shape.cols % 16 == 0 && shape.kept > 0) {
-        ASSERT_FALSE(amx.empty());
+      if (!vnni.empty()) {
+        // Against bytes it takes only weights within int8 (else SumComponents falls back, run above).
+        const bool weights_of_bytes = std::all_of(q.begin(), q.end(), within_int8);
         std::vector<int32_t> sums(n);
-        const int64_t columns = codec::SumComponentsAmx(q.data(), shape.rows, shape.kept, amx, sums.data());
+        const int64_t columns =
+            codec::SumComponentsAvx512VnniPacked(q.data(), shape.rows, shape.kept, vnni, sums.data());
+        EXPECT_EQ(columns, vnni.layout == codec::PackedMatrix::Layout::kVnniBytes && !weights_of_bytes ? 0 : shape.cols);
+        runs.push_back({"AVX-512 VNNI, packed", std::move(sums), columns});
+      }
+      if (codec::AmxEnabled() && shape.cols % 16 == 0 && shape.kept > 0) {
+        ASSERT_FALSE(packed.empty());
+        std::vector<int32_t> sums(n);
+        const int64_t columns = codec::SumComponentsAmx(q.data(), shape.rows, shape.kept, packed, sums.data());
         EXPECT_EQ(columns, shape.cols);
         runs.push_back({"AMX", std::move(sums), columns});
       }
