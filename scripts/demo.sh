@@ -4,4 +4,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 scripts/bootstrap.sh
-exec "${KVSTREAM_BUILD_DIR:-build}/bin/kvstream" demo "$@"
+kvstream=${KVSTREAM_BUILD_DIR:-build}/bin/kvstream
+source scripts/openblas_env.sh
+kvstream_openblas_core "$kvstream"
+exec "$kvstream" demo "$@"

@@ -6,6 +6,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 scripts/bootstrap.sh
 build_dir=${KVSTREAM_BUILD_DIR:-build}
+source scripts/openblas_env.sh
+kvstream_openblas_core "$build_dir/bin/kvstream"
 label_args=()
 [ -z "${KVSTREAM_TEST_LABELS:-}" ] || label_args=(-L "$KVSTREAM_TEST_LABELS")
 # A failed test is run up to twice more: with Debian's UCX 1.13, tearing down an endpoint whose peer died

@@ -24,6 +24,8 @@ void PrintUsage() {
       "  KVSTREAM_DISABLE_AVX2   1: run the portable scalar kernels instead of AVX2 and AVX-512\n"
       "  KVSTREAM_DISABLE_AVX512 1: run the AVX2 kernels on a CPU with AVX-512 (and AVX-512 VNNI)\n"
       "  KVSTREAM_DISABLE_AMX    1: run the AVX-512 kernels on a CPU with AMX (the transform's sums)\n"
+      "  OPENBLAS_CORETYPE       OpenBLAS's kernels for the model, e.g. SkylakeX where the installed OpenBLAS\n"
+      "                          does not know the CPU and picks Prescott's (docs/model.md, \"Forward pass\")\n"
       "  UCX_TLS, UCX_NET_DEVICES, ...  UCX's own settings select the data plane's transports\n"
       "                          (ucx_info -c lists them; see docs/transport.md)\n");
 }
