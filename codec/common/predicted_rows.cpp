@@ -22,6 +22,21 @@ void SortEscapes(std::vector<EscapedComponent>* escaped) {
   });
 }
 
+void SumWeightRows(const WeightRows* classes, int class_count, int64_t first, int64_t rows, const int16_t* basis,
+                   int64_t channels, const PackedMatrix* packed, int32_t* acc, const int32_t** sums) {
+  const int64_t end = first + rows;
+  int32_t* out = acc;
+  for (int k = 0; k < class_count; ++k) {
+    const WeightRows& c = classes[k];
+    // The class's rows within [first, end): a range of its rows, as both run in ascending order.
+    const int64_t lo = c.index ? std::lower_bound(c.index, c.index + c.count, first) - c.index : std::min(first, c.count);
+    const int64_t hi = c.index ? std::lower_bound(c.index + lo, c.index + c.count, end) - c.index : std::min(end, c.count);
+    if (hi <= lo) continue;
+    SumComponents(c.q + lo * WeightStride(c.kept), hi - lo, c.kept, basis, channels, out, packed);
+    for (int64_t i = lo; i < hi; ++i, out += channels) sums[(c.index ? c.index[i] : i) - first] = out;
+  }
+}
+
 const float* PredictedRows::Predict(int slice, const int16_t* const* inputs, int64_t rows) {
   const int64_t n_c = d_.channels;
   const size_t values = static_cast<size_t>(rows * n_c);
@@ -52,20 +67,22 @@ const float* PredictedRows::Predict(int slice, const int16_t* const* inputs, int
   return base;
 }
 
-void PredictedRows::Reconstruct(int slice, const float* scaled_steps, const int16_t* q, int64_t depth, int64_t rows,
-                                const EscapedComponent* escapes, size_t escape_count, float* y, int16_t* z) {
+void PredictedRows::Reconstruct(int slice, const float* scaled_steps, const WeightRows* classes, int class_count,
+                                int64_t first, int64_t rows, const EscapedComponent* escapes, size_t escape_count, float* y,
+                                int16_t* z) {
   const int64_t n_c = d_.channels, z_stride = WeightStride(n_c);
   const int16_t* basis = d_.ResidualBasis(slice);
-  SumComponents(q, rows, depth, basis, n_c, acc_.data.get(), d_.PackedResidualBasis(slice));
+  const int32_t** sums = sums_.Reserve(static_cast<size_t>(rows));
+  SumWeightRows(classes, class_count, first, rows, basis, n_c, d_.PackedResidualBasis(slice), acc_.data.get(), sums);
   const float* input_scale = d_.prediction.input_scales.data() + static_cast<size_t>(slice) * static_cast<size_t>(n_c);
   const RowKernels& kernels = RowKernelsForCpu();
   size_t e = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const size_t first = e;
+    const size_t first_escape = e;
     while (e < escape_count && escapes[e].row == r) ++e;
     float* out = y + r * n_c;
-    DequantTransformRow(kernels, acc_.data.get() + r * n_c, base_.data.get() + r * n_c, scaled_steps[r], escapes + first,
-                        e - first, basis, n_c, out);
+    DequantTransformRow(kernels, sums[r], base_.data.get() + r * n_c, scaled_steps[r], escapes + first_escape,
+                        e - first_escape, basis, n_c, out);
     int16_t* zr = z + r * z_stride;
     kernels.predictor_input(out, input_scale, n_c, zr);
     if (z_stride > n_c) zr[n_c] = 0;

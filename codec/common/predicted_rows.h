@@ -26,24 +26,24 @@ struct EscapedComponent {
   float weight;
 };
 
-// The integer weights the sums take from coded rows' symbols (rows x kept): row index[r] (r when index is
-// null) of `weights`, whose rows are `stride` >= WeightStride(kept) wide, gets row r's weights, an escape
-// symbol's weight 0 (its value is added after the sums) and 0 in the columns past kept (the pad the
-// kernels read with an odd last component, and the components a row of a coarser level lacks); and the
-// escaped components in symbol order, each weight from next_escape(float*) -> Status (a decoder's escape
-// list may run out). Rows are not searched for escapes when the stream has none (escape_count 0).
+// The integer weights the sums take from coded rows' symbols (rows x kept): row r of `weights`, whose rows
+// are WeightStride(kept) wide, gets row r's weights, an escape symbol's weight 0 (its value is added after
+// the sums) and a 0 after an odd kept (the pad the kernels read); and the escaped components in symbol
+// order, each numbered as row index[r] (r when index is null) of the rows being reconstructed, each weight
+// from next_escape(float*) -> Status (a decoder's escape list may run out). Rows are not searched for
+// escapes when the stream has none (escape_count 0).
 template <typename NextEscape>
-Status SymbolWeights(const uint8_t* symbols, int64_t rows, int64_t kept, int64_t stride, const int64_t* index,
-                     size_t escape_count, int16_t* weights, std::vector<EscapedComponent>* escaped,
-                     NextEscape&& next_escape) {
+Status SymbolWeights(const uint8_t* symbols, int64_t rows, int64_t kept, const int64_t* index, size_t escape_count,
+                     int16_t* weights, std::vector<EscapedComponent>* escaped, NextEscape&& next_escape) {
+  const int64_t stride = WeightStride(kept);
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t row = index ? index[r] : r;
     const uint8_t* sym = symbols + r * kept;
-    int16_t* w = weights + row * stride;
+    int16_t* w = weights + r * stride;
     // Branch-free (vectorisable); the escapes are looked for only in rows that have one.
     for (int64_t j = 0; j < kept; ++j) w[j] = static_cast<int16_t>(sym[j] == kEscapeSymbol ? 0 : SymbolToQ(sym[j]));
-    for (int64_t j = kept; j < stride; ++j) w[j] = 0;
+    if (stride > kept) w[kept] = 0;
     if (escape_count == 0 || std::memchr(sym, kEscapeSymbol, static_cast<size_t>(kept)) == nullptr) continue;
+    const int64_t row = index ? index[r] : r;
     for (int64_t j = 0; j < kept; ++j) {
       if (sym[j] != kEscapeSymbol) continue;
       float weight = 0.0f;
@@ -53,6 +53,23 @@ Status SymbolWeights(const uint8_t* symbols, int64_t rows, int64_t kept, int64_t
   }
   return Status::Ok();
 }
+
+// The integer weights of coded rows that share a level, and so a depth: row i of q (rows WeightStride(kept)
+// wide, as SymbolWeights lays them out) is row index[i] (i when index is null) of the rows being
+// reconstructed, index ascending. A chunk's fine rows are a second such class beside its level's rows.
+struct WeightRows {
+  const int16_t* q = nullptr;
+  int64_t kept = 0;
+  int64_t count = 0;
+  const int64_t* index = nullptr;
+};
+
+// The reconstruction's integer sums (SumComponents against `basis`, packed or not) of rows [first, first +
+// rows), whose weights come in `classes` that together hold each of those rows once: each class at its own
+// depth, so that a block's few fine rows do not widen every row's sums to the fine level's components.
+// acc: room for rows x channels sums; sums[r] is set to row first + r's.
+void SumWeightRows(const WeightRows* classes, int class_count, int64_t first, int64_t rows, const int16_t* basis,
+                   int64_t channels, const PackedMatrix* packed, int32_t* acc, const int32_t** sums);
 
 // Orders escaped components by row, then component: the order the reconstruction reads them in, once
 // the escapes of two streams (fine rows) are in one list.
@@ -106,12 +123,12 @@ class PredictedRows {
   // valid until the next call.
   const float* Predict(int slice, const int16_t* const* inputs, int64_t rows);
 
-  // The reconstruction of the same rows from their integer weights q (rows x WeightStride(depth)), each
-  // row's scaled step (TransformStepScale of its level's step) and escapes (sorted by row, then component)
-  // on top of the last Predict: y (rows x channels, keys still de-rotated) and the rows as the next slices'
-  // integer inputs z (rows x WeightStride(channels)).
-  void Reconstruct(int slice, const float* scaled_steps, const int16_t* q, int64_t depth, int64_t rows,
-                   const EscapedComponent* escapes, size_t escape_count, float* y, int16_t* z);
+  // The reconstruction of the same rows, rows [first, first + rows) of the weight classes (SumWeightRows),
+  // from each row's scaled step (TransformStepScale of its level's step) and escapes (rows numbered from
+  // first, sorted by row, then component) on top of the last Predict: y (rows x channels, keys still
+  // de-rotated) and the rows as the next slices' integer inputs z (rows x WeightStride(channels)).
+  void Reconstruct(int slice, const float* scaled_steps, const WeightRows* classes, int class_count, int64_t first,
+                   int64_t rows, const EscapedComponent* escapes, size_t escape_count, float* y, int16_t* z);
 
  private:
   // Grown, never zeroed (every call writes what it reads): zero fills of a block's buffers were 2 % of a
@@ -129,6 +146,7 @@ class PredictedRows {
   const ProfileData& d_;
   Scratch<int32_t> acc_;
   Scratch<float> base_;
+  Scratch<const int32_t*> sums_;
 };
 
 }  // namespace kvstream::codec

@@ -17,26 +17,27 @@ void PredictedSliceCoder::Code(int slice, float* targets, const int16_t* const* 
   const float* base = rows_.Predict(slice, inputs, rows);
   for (int64_t i = 0; i < rows * n_c; ++i) targets[i] -= base[i];
   const bool any_fine = fine != nullptr && std::find(fine, fine + rows, 1) != fine + rows;
-  const int64_t depth = any_fine ? std::max(coding.kept, fine_coding->kept) : coding.kept;
-  const int64_t stride = WeightStride(depth);
-  q_.resize(static_cast<size_t>(rows * stride));
   scales_.resize(static_cast<size_t>(rows));
   escapes_.clear();
+  WeightRows classes[2];
+  int class_count = 0;
   for (const bool fine_class : {false, true}) {
     if (fine_class && !any_fine) break;
     const RowCoding& c = fine_class ? *fine_coding : coding;
     Symbols* symbols = fine_class ? fine_out : out;
+    std::vector<int64_t>& index = index_[fine_class];
+    std::vector<int16_t>& q = q_[fine_class];
     // The class's rows, gathered when the block mixes levels.
     const float* residuals = targets;
     int64_t n = rows;
     if (any_fine) {
-      index_.clear();
+      index.clear();
       for (int64_t r = 0; r < rows; ++r) {
-        if ((fine[r] != 0) == fine_class) index_.push_back(r);
+        if ((fine[r] != 0) == fine_class) index.push_back(r);
       }
-      n = static_cast<int64_t>(index_.size());
+      n = static_cast<int64_t>(index.size());
       gathered_.resize(static_cast<size_t>(n * n_c));
-      for (int64_t i = 0; i < n; ++i) std::copy_n(targets + index_[i] * n_c, n_c, gathered_.data() + i * n_c);
+      for (int64_t i = 0; i < n; ++i) std::copy_n(targets + index[i] * n_c, n_c, gathered_.data() + i * n_c);
       residuals = gathered_.data();
     }
     weights_.resize(static_cast<size_t>(n * c.kept));
@@ -52,23 +53,26 @@ void PredictedSliceCoder::Code(int slice, float* targets, const int16_t* const* 
       }
     }
     // The integer weights and escapes exactly as the decoder reads them back.
+    q.resize(static_cast<size_t>(n * WeightStride(c.kept)));
     size_t e = 0;
-    (void)SymbolWeights(symbols->symbols.data(), n, c.kept, stride, any_fine ? index_.data() : nullptr,
-                        symbols->escapes.size(), q_.data(), &escapes_, [&](float* weight) {
+    const int64_t* rows_of_class = any_fine ? index.data() : nullptr;
+    (void)SymbolWeights(symbols->symbols.data(), n, c.kept, rows_of_class, symbols->escapes.size(), q.data(), &escapes_,
+                        [&](float* weight) {
                           *weight = HalfToFloat(symbols->escapes[e++]);  // one value per escape symbol, by construction
                           return Status::Ok();
                         });
+    classes[class_count++] = WeightRows{q.data(), c.kept, n, rows_of_class};
     const float scale = TransformStepScale(c.step);
     if (any_fine) {
-      for (int64_t r : index_) scales_[static_cast<size_t>(r)] = scale;
+      for (int64_t r : index) scales_[static_cast<size_t>(r)] = scale;
     } else {
       std::fill(scales_.begin(), scales_.end(), scale);
     }
   }
   if (any_fine) SortEscapes(&escapes_);
   reconstructed_.resize(static_cast<size_t>(rows * n_c));
-  rows_.Reconstruct(slice, scales_.data(), q_.data(), depth, rows, escapes_.data(), escapes_.size(), reconstructed_.data(),
-                    z);
+  rows_.Reconstruct(slice, scales_.data(), classes, class_count, 0, rows, escapes_.data(), escapes_.size(),
+                    reconstructed_.data(), z);
 }
 
 }  // namespace kvstream::codec

@@ -38,8 +38,9 @@ class PredictedSliceCoder {
   const ProfileData& d_;
   PredictedRows rows_;
   std::vector<float> gathered_, weights_, reconstructed_, scales_;
-  std::vector<int64_t> index_;
-  std::vector<int16_t> q_;
+  // Per class of rows (the level's, the fine ones): their rows and integer weights.
+  std::vector<int64_t> index_[2];
+  std::vector<int16_t> q_[2];
   std::vector<EscapedComponent> escapes_;
 };
 

@@ -142,6 +142,11 @@ class SegmentDecoder {
     std::vector<int64_t> index;                   // with fine rows: the stream's rows among the coded rows
     std::unique_ptr<uint8_t[]> symbols;
     size_t symbol_count = 0;
+    std::unique_ptr<int16_t[]> weights;           // transform and predicted: ComponentWeights'
+
+    codec::WeightRows Weights() const {
+      return {weights.get(), static_cast<int64_t>(models.size()), rows, index.empty() ? nullptr : index.data()};
+    }
   };
 
  public:
@@ -192,14 +197,14 @@ class SegmentDecoder {
       const int16_t* inputs[3];
       ring.Inputs(static_cast<int>(slice), inputs);
       predicted.Predict(static_cast<int>(slice), inputs, rows);
-      const int64_t depth = seg.depth_;
       escapes.clear();
       auto it = std::lower_bound(seg.escaped_.begin(), seg.escaped_.end(), first,
                                  [](const codec::EscapedComponent& e, int64_t row) { return e.row < row; });
       for (; it != seg.escaped_.end() && it->row < first + rows; ++it) escapes.push_back({it->row - first, it->component, it->weight});
-      predicted.Reconstruct(static_cast<int>(slice), seg.row_scales_.data() + first,
-                            seg.weights_.get() + first * codec::WeightStride(depth), depth, rows, escapes.data(),
-                            escapes.size(), y.get(), ring.Rows(static_cast<int>(slice)));
+      codec::WeightRows classes[2];
+      const int class_count = seg.WeightClasses(classes);
+      predicted.Reconstruct(static_cast<int>(slice), seg.row_scales_.data() + first, classes, class_count, first, rows,
+                            escapes.data(), escapes.size(), y.get(), ring.Rows(static_cast<int>(slice)));
       const int64_t sinks = seg.info_.sink_rows;
       for (int64_t r = 0; r < rows; ++r) {
         float* row = y.get() + r * n_c;
@@ -424,28 +429,34 @@ class SegmentDecoder {
     }
   }
 
-  // Transform and predicted schemes: the coded rows' integer weights into weights_ (rows x
-  // WeightStride(depth_), depth_ the most components a row has; an escape's weight is 0, and so are a
-  // row's columns past its own components), their escaped components into escaped_ (by row, then
-  // component) and each row's scaled step into row_scales_.
+  // Transform and predicted schemes: each stream's integer weights (CodedStream::weights: its rows x
+  // WeightStride(its components); an escape's weight is 0), their escaped components into escaped_ (by
+  // row, then component) and each row's scaled step into row_scales_.
   Status ComponentWeights() {
     const int64_t rows = tokens() - info_.sink_rows;
-    depth_ = static_cast<int64_t>(std::max(coded_.models.size(), fine_.models.size()));
-    const int64_t stride = codec::WeightStride(depth_);
-    weights_ = std::make_unique_for_overwrite<int16_t[]>(static_cast<size_t>(rows * stride));
     row_scales_.assign(static_cast<size_t>(rows), codec::TransformStepScale(coded_.step));
     for (int64_t r : fine_.index) row_scales_[static_cast<size_t>(r)] = codec::TransformStepScale(fine_.step);
-    for (const CodedStream* c : {&coded_, &fine_}) {
+    for (CodedStream* c : {&coded_, &fine_}) {
       if (c->rows == 0) continue;
+      const int64_t kept = static_cast<int64_t>(c->models.size());
+      c->weights = std::make_unique_for_overwrite<int16_t[]>(static_cast<size_t>(c->rows * codec::WeightStride(kept)));
       uint32_t e = 0;
-      KVSTREAM_RETURN_IF_ERROR(codec::SymbolWeights(c->symbols.get(), c->rows, static_cast<int64_t>(c->models.size()), stride,
-                                                    c->index.empty() ? nullptr : c->index.data(), c->escape_count,
-                                                    weights_.get(), &escaped_,
+      KVSTREAM_RETURN_IF_ERROR(codec::SymbolWeights(c->symbols.get(), c->rows, kept, c->index.empty() ? nullptr : c->index.data(),
+                                                    c->escape_count, c->weights.get(), &escaped_,
                                                     [&](float* weight) { return NextEscape(*c, &e, weight); }));
       KVSTREAM_RETURN_IF_ERROR(CheckEscapesUsed(*c, e));
     }
     if (!fine_.index.empty()) codec::SortEscapes(&escaped_);
     return Status::Ok();
+  }
+
+  // The weight classes (codec::SumWeightRows) of the coded rows: the level's rows, then any fine rows.
+  int WeightClasses(codec::WeightRows classes[2]) const {
+    int n = 0;
+    for (const CodedStream* c : {&coded_, &fine_}) {
+      if (c->rows != 0) classes[n++] = c->Weights();
+    }
+    return n;
   }
 
   // Given how the segment's rANS stream decoded, writes its rows: sinks as stored, the rest dequantised,
@@ -508,7 +519,10 @@ class SegmentDecoder {
     const int16_t* basis = d.Basis(layer, kv());
     // SumComponents writes every sum: no zeroing first (it cost 4 % of the decode).
     const auto acc = std::make_unique_for_overwrite<int32_t[]>(static_cast<size_t>(rows * n_c));
-    codec::SumComponents(weights_.get(), rows, depth_, basis, n_c, acc.get(), d.PackedBasis(layer, kv()));
+    const auto sums = std::make_unique_for_overwrite<const int32_t*[]>(static_cast<size_t>(rows));
+    codec::WeightRows classes[2];
+    const int class_count = WeightClasses(classes);
+    codec::SumWeightRows(classes, class_count, 0, rows, basis, n_c, d.PackedBasis(layer, kv()), acc.get(), sums.get());
     const float* mean = d.transform.means.data() + d.Index(layer, kv(), 0);
     std::vector<float> y(static_cast<size_t>(n_c));
     const codec::RowKernels& kernels = codec::RowKernelsForCpu();
@@ -516,7 +530,7 @@ class SegmentDecoder {
     for (int64_t t = 0; t < rows; ++t) {
       const size_t first = next;
       while (next < escaped_.size() && escaped_[next].row == t) ++next;
-      codec::DequantTransformRow(kernels, acc.get() + t * n_c, mean, row_scales_[static_cast<size_t>(t)],
+      codec::DequantTransformRow(kernels, sums[t], mean, row_scales_[static_cast<size_t>(t)],
                                  escaped_.data() + first, next - first, basis, n_c, y.data());
       if (kv() == 0) rope_->Rotate(y.data(), sinks + t, static_cast<int>(n_c));
       StoreRow(out_, seg_.layer, sinks + t, y.data());
@@ -539,9 +553,7 @@ class SegmentDecoder {
   const uint8_t* sink_values_ = nullptr;
   CodedStream coded_, fine_;
   codec::RansLanes handover_{};  // with fine rows: where coded_'s stream ends and fine_'s starts (0: it failed)
-  // Transform and predicted: the coded rows' integer weights and escaped components (ComponentWeights).
-  int64_t depth_ = 0;
-  std::unique_ptr<int16_t[]> weights_;
+  // Transform and predicted: the coded rows' escaped components and scaled steps (ComponentWeights).
   std::vector<float> row_scales_;
   std::vector<codec::EscapedComponent> escaped_;
 };
