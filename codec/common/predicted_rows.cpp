@@ -37,33 +37,35 @@ void SumWeightRows(const WeightRows* classes, int class_count, int64_t first, in
   }
 }
 
-const float* PredictedRows::Predict(int slice, const int16_t* const* inputs, int64_t rows) {
+void PredictedRows::Predict(int slice, const int16_t* const* inputs, int64_t rows) {
   const int64_t n_c = d_.channels;
   const size_t values = static_cast<size_t>(rows * n_c);
   int input_slices[3];
   size_t first_block = 0;
-  const int blocks = PredictorInputs(slice, input_slices, &first_block);
-  // Every block's sums first, then each row's floats in one pass while the row is in L1. Reconstruct
-  // reuses the first block's room.
-  const size_t needed = static_cast<size_t>(std::max(blocks, 1)) * values;
-  int32_t* const acc = acc_.Reserve(needed);
-  float* const base = base_.Reserve(values);
-  for (int b = 0; b < blocks; ++b) {
+  blocks_ = PredictorInputs(slice, input_slices, &first_block);
+  int32_t* const sums = prediction_sums_.Reserve(static_cast<size_t>(std::max(blocks_, 1)) * values);
+  for (int b = 0; b < blocks_; ++b) {
     const size_t block = first_block + static_cast<size_t>(b);
     const int16_t* weights = d_.prediction.weights.data() + block * static_cast<size_t>(n_c * n_c);
-    SumComponents(inputs[b], rows, n_c, weights, n_c, acc + b * values, d_.PackedPredictorBlock(block));
+    SumComponents(inputs[b], rows, n_c, weights, n_c, sums + b * values, d_.PackedPredictorBlock(block));
+    scales_[b] = d_.prediction.weight_scales.data() + block * static_cast<size_t>(n_c);
   }
-  const float* bias = d_.prediction.bias.data() + static_cast<size_t>(slice) * static_cast<size_t>(n_c);
-  const float* scales[3];
-  const int32_t* sums[3];
-  for (int b = 0; b < blocks; ++b) {
-    scales[b] = d_.prediction.weight_scales.data() + (first_block + static_cast<size_t>(b)) * static_cast<size_t>(n_c);
-  }
+  bias_ = d_.prediction.bias.data() + static_cast<size_t>(slice) * static_cast<size_t>(n_c);
+  rows_ = rows;
+}
+
+const int32_t* const* PredictedRows::PredictionSums(int64_t r, const int32_t* sums[3]) const {
+  const size_t values = static_cast<size_t>(rows_ * d_.channels);
+  for (int b = 0; b < blocks_; ++b) sums[b] = prediction_sums_.data.get() + b * values + r * d_.channels;
+  return sums;
+}
+
+const float* PredictedRows::Prediction() {
+  const int64_t n_c = d_.channels;
+  float* const base = base_.Reserve(static_cast<size_t>(rows_ * n_c));
   const RowKernels& kernels = RowKernelsForCpu();
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int b = 0; b < blocks; ++b) sums[b] = acc + b * values + r * n_c;
-    kernels.predict(bias, sums, scales, blocks, n_c, base + r * n_c);
-  }
+  const int32_t* sums[3];
+  for (int64_t r = 0; r < rows_; ++r) kernels.predict(bias_, PredictionSums(r, sums), scales_, blocks_, n_c, base + r * n_c);
   return base;
 }
 
@@ -72,20 +74,30 @@ void PredictedRows::Reconstruct(int slice, const float* scaled_steps, const Weig
                                 int16_t* z) {
   const int64_t n_c = d_.channels, z_stride = WeightStride(n_c);
   const int16_t* basis = d_.ResidualBasis(slice);
+  int32_t* const acc = acc_.Reserve(static_cast<size_t>(rows * n_c));
   const int32_t** sums = sums_.Reserve(static_cast<size_t>(rows));
-  SumWeightRows(classes, class_count, first, rows, basis, n_c, d_.PackedResidualBasis(slice), acc_.data.get(), sums);
+  SumWeightRows(classes, class_count, first, rows, basis, n_c, d_.PackedResidualBasis(slice), acc, sums);
   const float* input_scale = d_.prediction.input_scales.data() + static_cast<size_t>(slice) * static_cast<size_t>(n_c);
   const RowKernels& kernels = RowKernelsForCpu();
+  const int32_t* prediction[3];
   size_t e = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const size_t first_escape = e;
     while (e < escape_count && escapes[e].row == r) ++e;
     float* out = y + r * n_c;
-    DequantTransformRow(kernels, sums[r], base_.data.get() + r * n_c, scaled_steps[r], escapes + first_escape,
-                        e - first_escape, basis, n_c, out);
     int16_t* zr = z + r * z_stride;
-    kernels.predictor_input(out, input_scale, n_c, zr);
     if (z_stride > n_c) zr[n_c] = 0;
+    PredictionSums(r, prediction);
+    if (e == first_escape) {
+      kernels.predicted_row(bias_, prediction, scales_, blocks_, sums[r], scaled_steps[r], input_scale, n_c, out, zr);
+      continue;
+    }
+    // The escaped components go in after the dequantisation and before the row becomes an input.
+    kernels.predicted_row(bias_, prediction, scales_, blocks_, sums[r], scaled_steps[r], input_scale, n_c, out, nullptr);
+    for (size_t k = first_escape; k < e; ++k) {
+      kernels.add_escaped(out, escapes[k].weight, scaled_steps[r], basis + escapes[k].component * n_c, n_c);
+    }
+    kernels.predictor_input(out, input_scale, n_c, zr);
   }
 }
 

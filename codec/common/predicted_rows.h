@@ -119,9 +119,13 @@ class PredictedRows {
   explicit PredictedRows(const ProfileData& d) : d_(d) {}
 
   // The prediction of `rows` rows of `slice` from its input slices' integer rows, inputs[b] for the b-th
-  // input slice (PredictorInputs), each rows x WeightStride(channels). Returns rows x channels floats,
-  // valid until the next call.
-  const float* Predict(int slice, const int16_t* const* inputs, int64_t rows);
+  // input slice (PredictorInputs), each rows x WeightStride(channels): its integer sums, which Reconstruct
+  // finishes row by row.
+  void Predict(int slice, const int16_t* const* inputs, int64_t rows);
+
+  // The last Predict's prediction as floats (rows x channels), valid until the next call: what an encoder
+  // codes the residual of (a decoder only needs Reconstruct).
+  const float* Prediction();
 
   // The reconstruction of the same rows, rows [first, first + rows) of the weight classes (SumWeightRows),
   // from each row's scaled step (TransformStepScale of its level's step) and escapes (rows numbered from
@@ -143,8 +147,17 @@ class PredictedRows {
     }
   };
 
+  // The last Predict's sums of row r, one per predictor block.
+  const int32_t* const* PredictionSums(int64_t r, const int32_t* sums[3]) const;
+
   const ProfileData& d_;
-  Scratch<int32_t> acc_;
+  // The last Predict: its blocks' sums (blocks x rows x channels), scales and the slice's bias.
+  Scratch<int32_t> prediction_sums_;
+  int blocks_ = 0;
+  int64_t rows_ = 0;
+  const float* scales_[3] = {};
+  const float* bias_ = nullptr;
+  Scratch<int32_t> acc_;  // the residual's sums
   Scratch<float> base_;
   Scratch<const int32_t*> sums_;
 };

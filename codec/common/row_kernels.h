@@ -20,6 +20,11 @@ struct RowKernels {
                   float* base);
   // z[c] = PredictorInput(y[c], inv_grid[c])
   void (*predictor_input)(const float* y, const float* inv_grid, int64_t n, int16_t* z);
+  // A predicted row in one pass: y[c] = DequantTransform(acc[c], v, scaled_step) with v what `predict`
+  // puts in base[c], then z[c] = PredictorInput(y[c], inv_grid[c]) unless z is null (a row with escapes
+  // takes its inputs after them).
+  void (*predicted_row)(const float* bias, const int32_t* const* sums, const float* const* scales, int blocks,
+                        const int32_t* acc, float scaled_step, const float* inv_grid, int64_t n, float* y, int16_t* z);
 };
 
 // The widest loops this CPU runs (AVX-512 unless Avx512Enabled() says no).

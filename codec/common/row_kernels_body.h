@@ -43,7 +43,38 @@ void PredictorInputLoop(const float* y, const float* inv_grid, int64_t n, int16_
   for (int64_t c = 0; c < n; ++c) z[c] = PredictorInput(y[c], inv_grid[c]);
 }
 
-constexpr RowKernels kRowKernels{DequantLoop, AddEscapedLoop, PredictLoop, PredictorInputLoop};
+// PredictBlocks, DequantLoop and (with z) PredictorInputLoop in one pass over the row, each channel's
+// prediction kept in a register instead of stored and read back.
+template <int kBlocks, bool kInputs>
+void PredictedRowBlocks(const float* bias, const int32_t* const* sums, const float* const* scales, const int32_t* acc,
+                        float scaled_step, const float* inv_grid, int64_t n, float* y, int16_t* z) {
+  for (int64_t c = 0; c < n; ++c) {
+    float v = bias[c];
+    for (int b = 0; b < kBlocks; ++b) v = AddPrediction(v, sums[b][c], scales[b][c]);
+    const float out = DequantTransform(acc[c], v, scaled_step);
+    y[c] = out;
+    if constexpr (kInputs) z[c] = PredictorInput(out, inv_grid[c]);
+  }
+}
+
+template <bool kInputs>
+void PredictedRowInputs(const float* bias, const int32_t* const* sums, const float* const* scales, int blocks,
+                        const int32_t* acc, float scaled_step, const float* inv_grid, int64_t n, float* y, int16_t* z) {
+  switch (blocks) {
+    case 0: return PredictedRowBlocks<0, kInputs>(bias, sums, scales, acc, scaled_step, inv_grid, n, y, z);
+    case 1: return PredictedRowBlocks<1, kInputs>(bias, sums, scales, acc, scaled_step, inv_grid, n, y, z);
+    case 2: return PredictedRowBlocks<2, kInputs>(bias, sums, scales, acc, scaled_step, inv_grid, n, y, z);
+    default: return PredictedRowBlocks<3, kInputs>(bias, sums, scales, acc, scaled_step, inv_grid, n, y, z);
+  }
+}
+
+void PredictedRowLoop(const float* bias, const int32_t* const* sums, const float* const* scales, int blocks,
+                      const int32_t* acc, float scaled_step, const float* inv_grid, int64_t n, float* y, int16_t* z) {
+  if (z) return PredictedRowInputs<true>(bias, sums, scales, blocks, acc, scaled_step, inv_grid, n, y, z);
+  PredictedRowInputs<false>(bias, sums, scales, blocks, acc, scaled_step, inv_grid, n, y, z);
+}
+
+constexpr RowKernels kRowKernels{DequantLoop, AddEscapedLoop, PredictLoop, PredictorInputLoop, PredictedRowLoop};
 
 }  // namespace
 }  // namespace kvstream::codec

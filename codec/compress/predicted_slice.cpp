@@ -14,7 +14,8 @@ void PredictedSliceCoder::Code(int slice, float* targets, const int16_t* const* 
                                const RowCoding& coding, Symbols* out, int16_t* z, const uint8_t* fine,
                                const RowCoding* fine_coding, Symbols* fine_out) {
   const int64_t n_c = d_.channels;
-  const float* base = rows_.Predict(slice, inputs, rows);
+  rows_.Predict(slice, inputs, rows);
+  const float* base = rows_.Prediction();
   for (int64_t i = 0; i < rows * n_c; ++i) targets[i] -= base[i];
   const bool any_fine = fine != nullptr && std::find(fine, fine + rows, 1) != fine + rows;
   scales_.resize(static_cast<size_t>(rows));

@@ -507,7 +507,8 @@ Status ProfileBuilder::BuildPrediction(ProfileData* d) const {
     }
     // What the quantised predictor leaves of the mean goes into the bias, so the residual basis is centred.
     for (int pass = 0; pass < 2; ++pass) {
-      const float* base = predictor.Predict(slice, inputs, n);
+      predictor.Predict(slice, inputs, n);
+      const float* base = predictor.Prediction();
       std::vector<double> mean(c_n, 0.0);
       for (size_t i = 0; i < rows.size(); ++i) mean[i % c_n] += rows[i] - base[i];
       if (pass == 0) {
