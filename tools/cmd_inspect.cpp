@@ -63,9 +63,13 @@ Status InspectProfileFile(const std::string& path) {
     return Status::Ok();
   }
   const ProfilePrediction& pr = p.data().prediction;
+  // Weights within int8 (kvstream profile --byte-predictors) are what the AMX and AVX-512 VNNI kernels
+  // multiply as bytes.
+  const bool bytes = std::all_of(pr.weights.begin(), pr.weights.end(), [](int16_t w) { return w >= -128 && w <= 127; });
   std::printf("  predicted  each layer's keys and values from the previous layer's, values also from this layer's keys:\n"
-              "             %zu int16 predictor matrices and %d residual bases of %d x %d\n",
-              pr.weight_scales.size() / static_cast<size_t>(p.channels()), 2 * p.layers(), p.channels(), p.channels());
+              "             %zu predictor matrices (%s) and %d residual bases of %d x %d\n",
+              pr.weight_scales.size() / static_cast<size_t>(p.channels()), bytes ? "weights within int8" : "int16 weights",
+              2 * p.layers(), p.channels(), p.channels());
   PrintKeptComponents(p, pr.quality, [&](size_t i) -> const std::vector<uint32_t>& { return pr.levels[i].kept; });
   return Status::Ok();
 }
