@@ -1,6 +1,7 @@
 // rANS decoder (format: docs/rans.md): validates the header, runs a group kernel over the bulk of the
 // stream (AVX-512 or AVX2 when the CPU has it, else the portable one) and the checked scalar step
 // (rans_step.h) over the rest.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -265,7 +266,14 @@ void RansDecodeTogether(const RansDecodeJob* jobs, size_t n, Status* statuses) {
     statuses[i] = streams[i].Start(jobs[i]);
     if (statuses[i].ok() && streams[i].HasKernelGroups()) together[ready++] = &streams[i].cursor();
   }
-  if (ready > 1) DecodeGroups(together, ready);
+  // In lockstep until one stream stops, then again with the others: a stream left alone decodes a group
+  // at a time, each waiting on the last (a layer's values code more components than its keys).
+  while (ready > 1) {
+    DecodeGroups(together, ready);
+    const size_t before = ready;
+    ready = static_cast<size_t>(std::remove_if(together, together + ready, [](const RansGroupCursor* c) { return !KernelCanDecode(*c); }) - together);
+    if (ready == before) break;
+  }
   for (size_t i = 0; i < n; ++i) {
     if (statuses[i].ok()) statuses[i] = streams[i].Finish();
   }

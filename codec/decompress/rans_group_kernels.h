@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "codec/common/rans.h"
+
 namespace kvstream::codec {
 
 // Where a kernel stands in one stream. The slot table of the model of lane position p in a group whose
@@ -24,9 +26,14 @@ struct RansGroupCursor {
   uint8_t* out = nullptr;  // the symbols of group g go to out + g * kRansLanes
 };
 
-// Decode groups while group < group_end and at least 2 * kRansLanes stream bytes remain at the start of
-// a group (so that no load leaves [pos, end)), advancing group and pos. `n` streams (1 to
-// kRansMaxTogether) go in lockstep until any of them stops; the caller finishes the others.
+// Whether a kernel may decode the cursor's next group: one is left, and at least 2 * kRansLanes stream
+// bytes remain at its start (so that no load leaves [pos, end)).
+inline bool KernelCanDecode(const RansGroupCursor& c) {
+  return c.group < c.group_end && c.end - c.pos >= static_cast<ptrdiff_t>(2 * kRansLanes);
+}
+
+// Decode groups while KernelCanDecode, advancing group and pos. `n` streams (1 to kRansMaxTogether) go in
+// lockstep until any of them stops; the caller goes on with the others.
 //
 // AVX2: a group is two 8-lane vectors; streams go in pairs (the last alone when n is odd): a pair keeps
 // four vectors of states in flight, as many as the gathers serve on Zen 3 (docs/rans.md).

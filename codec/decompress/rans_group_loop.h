@@ -28,7 +28,6 @@ namespace {  // internal linkage, see above
 template <typename G, int kStreams>
 void DecodeGroupsInLockstep(RansGroupCursor* const* streams) {
   using Group = typename G::Group;
-  constexpr ptrdiff_t kMaxGroupBytes = 2 * kRansLanes;
   RansGroupCursor c[kStreams];
   Group x[kStreams];
   size_t cycle[kStreams];
@@ -39,7 +38,7 @@ void DecodeGroupsInLockstep(RansGroupCursor* const* streams) {
   }
   for (;;) {
     bool more = true;
-    for (int s = 0; s < kStreams; ++s) more = more && c[s].group < c[s].group_end && c[s].end - c[s].pos >= kMaxGroupBytes;
+    for (int s = 0; s < kStreams; ++s) more = more && KernelCanDecode(c[s]);
     if (!more) break;
     Group e[kStreams];
     for (int s = 0; s < kStreams; ++s) e[s] = G::Gather(c[s].table_base, c[s].lane_offsets + cycle[s] * kRansLanes, x[s]);
