@@ -65,7 +65,9 @@ const float* PredictedRows::Prediction() {
   float* const base = base_.Reserve(static_cast<size_t>(rows_ * n_c));
   const RowKernels& kernels = RowKernelsForCpu();
   const int32_t* sums[3];
-  for (int64_t r = 0; r < rows_; ++r) kernels.predict(bias_, PredictionSums(r, sums), scales_, blocks_, n_c, base + r * n_c);
+  for (int64_t r = 0; r < rows_; ++r) {
+    kernels.predict(bias_, PredictionSums(r, sums), scales_, blocks_, n_c, base + r * n_c);
+  }
   return base;
 }
 

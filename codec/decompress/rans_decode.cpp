@@ -271,7 +271,8 @@ void RansDecodeTogether(const RansDecodeJob* jobs, size_t n, Status* statuses) {
   while (ready > 1) {
     DecodeGroups(together, ready);
     const size_t before = ready;
-    ready = static_cast<size_t>(std::remove_if(together, together + ready, [](const RansGroupCursor* c) { return !KernelCanDecode(*c); }) - together);
+    const auto stopped = [](const RansGroupCursor* c) { return !KernelCanDecode(*c); };
+    ready = static_cast<size_t>(std::remove_if(together, together + ready, stopped) - together);
     if (ready == before) break;
   }
   for (size_t i = 0; i < n; ++i) {
