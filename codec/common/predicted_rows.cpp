@@ -7,13 +7,18 @@
 
 namespace kvstream::codec {
 
+void AddEscapedComponents(const RowKernels& kernels, const EscapedComponent* escapes, size_t escape_count,
+                          float scaled_step, const int16_t* basis, int64_t channels, float* y) {
+  for (size_t e = 0; e < escape_count; ++e) {
+    kernels.add_escaped(y, escapes[e].weight, scaled_step, basis + escapes[e].component * channels, channels);
+  }
+}
+
 void DequantTransformRow(const RowKernels& kernels, const int32_t* acc, const float* offset, float scaled_step,
                          const EscapedComponent* escapes, size_t escape_count, const int16_t* basis, int64_t channels,
                          float* y) {
   kernels.dequant(acc, offset, scaled_step, channels, y);
-  for (size_t e = 0; e < escape_count; ++e) {
-    kernels.add_escaped(y, escapes[e].weight, scaled_step, basis + escapes[e].component * channels, channels);
-  }
+  AddEscapedComponents(kernels, escapes, escape_count, scaled_step, basis, channels, y);
 }
 
 void SortEscapes(std::vector<EscapedComponent>* escaped) {
@@ -96,9 +101,7 @@ void PredictedRows::Reconstruct(int slice, const float* scaled_steps, const Weig
     }
     // The escaped components go in after the dequantisation and before the row becomes an input.
     kernels.predicted_row(bias_, prediction, scales_, blocks_, sums[r], scaled_steps[r], input_scale, n_c, out, nullptr);
-    for (size_t k = first_escape; k < e; ++k) {
-      kernels.add_escaped(out, escapes[k].weight, scaled_steps[r], basis + escapes[k].component * n_c, n_c);
-    }
+    AddEscapedComponents(kernels, escapes + first_escape, e - first_escape, scaled_steps[r], basis, n_c, out);
     kernels.predictor_input(out, input_scale, n_c, zr);
   }
 }

@@ -75,9 +75,13 @@ void SumWeightRows(const WeightRows* classes, int class_count, int64_t first, in
 // the escapes of two streams (fine rows) are in one list.
 void SortEscapes(std::vector<EscapedComponent>* escaped);
 
-// y_c = offset_c + f32(acc_c) * scaled_step for c < channels, then the row's escaped components (in
-// component order) added as quantizer.h's AddEscapedComponent. `escapes` holds those of this row.
-// kernels: RowKernelsForCpu(), looked up once per block of rows.
+// A row's escaped components (`escapes`, in component order) added to y as quantizer.h's
+// AddEscapedComponent. kernels: RowKernelsForCpu(), looked up once per block of rows.
+void AddEscapedComponents(const RowKernels& kernels, const EscapedComponent* escapes, size_t escape_count,
+                          float scaled_step, const int16_t* basis, int64_t channels, float* y);
+
+// y_c = offset_c + f32(acc_c) * scaled_step for c < channels, then the row's escaped components
+// (AddEscapedComponents). `escapes` holds those of this row.
 void DequantTransformRow(const RowKernels& kernels, const int32_t* acc, const float* offset, float scaled_step,
                          const EscapedComponent* escapes, size_t escape_count, const int16_t* basis, int64_t channels,
                          float* y);
