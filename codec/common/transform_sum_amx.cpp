@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "codec/common/transform_sum_avx512_ops.h"
+
 namespace kvstream::codec {
 namespace {
 
@@ -35,8 +37,7 @@ struct alignas(64) TileConfig {
 
 // Components [j, j + 32) of weight row `row`: zeros past `kept`, and for rows past `rows`.
 __m512i LoadWeights(const int16_t* q, int64_t rows, int64_t kept, int64_t row, int64_t j) {
-  const int64_t left = row < rows ? kept - j : 0;
-  const __mmask32 mask = left >= 32 ? ~__mmask32{0} : left > 0 ? (__mmask32{1} << left) - 1 : 0;
+  const __mmask32 mask = FirstLanes(row < rows ? kept - j : 0);
   return _mm512_maskz_loadu_epi16(mask, mask ? q + row * WeightStride(kept) + j : q);
 }
 
@@ -44,12 +45,12 @@ __m512i LoadWeights(const int16_t* q, int64_t rows, int64_t kept, int64_t row, i
 // 64-byte chunks) and rows past `rows` all zero. Returns whether every weight lies within int8: then lo,
 // read as signed bytes, holds the weights themselves and no high bytes are needed.
 bool LowBytes(const int16_t* q, int64_t rows, int64_t kept, int64_t r, int64_t depth, uint8_t* lo) {
-  const __m512i bias = _mm512_set1_epi16(128), high_byte = _mm512_set1_epi16(static_cast<int16_t>(0xff00));
+  const __m512i bias = _mm512_set1_epi16(128);
   __mmask32 outside = 0;
   for (int64_t i = 0; i < kTileRows; ++i) {
     for (int64_t j = 0; j < depth; j += 32) {
       const __m512i v = LoadWeights(q, rows, kept, r + i, j);
-      outside |= _mm512_test_epi16_mask(_mm512_add_epi16(v, bias), high_byte);  // q + 128 outside [0, 255]
+      outside |= BeyondInt8(_mm512_add_epi16(v, bias));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + i * depth + j), _mm512_cvtepi16_epi8(v));  // vpmovwb: low byte
     }
   }

@@ -1,6 +1,8 @@
 // The AVX-512 vector operations of the shared sum tiles (transform_sum_tiles.h), for the files compiled
-// with AVX-512: transform_sum_avx512.cpp and transform_sum_avx512vnni.cpp, which replaces MaddAdd.
-// Internal linkage, as the tiles': each file gets its own copy, compiled with its own ISA flags.
+// with AVX-512: transform_sum_avx512.cpp and transform_sum_avx512vnni.cpp, which replaces MaddAdd; and
+// the weight-row helpers of the kernels that take weights as bytes (transform_sum_avx512vnni.cpp,
+// transform_sum_amx.cpp). Internal linkage, as the tiles': each file gets its own copy, compiled with its
+// own ISA flags.
 #pragma once
 
 #include <immintrin.h>
@@ -9,6 +11,15 @@
 
 namespace kvstream::codec {
 namespace {  // internal linkage, see above
+
+// The first n of 32 int16 lanes (none for n <= 0): a weight row's components left from some j.
+inline __mmask32 FirstLanes(int64_t n) { return n >= 32 ? ~__mmask32{0} : n > 0 ? (__mmask32{1} << n) - 1 : 0; }
+
+// The lanes of weights w beyond int8, given w + 128 (what vpdpbusd takes as unsigned bytes): those
+// outside [0, 255].
+inline __mmask32 BeyondInt8(__m512i offset_weights) {
+  return _mm512_test_epi16_mask(offset_weights, _mm512_set1_epi16(static_cast<int16_t>(0xff00)));
+}
 
 struct Avx512Ops {
   using Vec = __m512i;

@@ -42,13 +42,13 @@ struct Avx512VnniOps : Avx512Ops {
 // A row's weights as w + 128 in depth bytes: 128 (a weight of 0) past kept. False when a weight lies
 // outside int8.
 bool OffsetBytes(const int16_t* q, int64_t kept, int64_t depth, uint8_t* u) {
-  const __m512i bias = _mm512_set1_epi16(128), high_byte = _mm512_set1_epi16(static_cast<int16_t>(0xff00));
+  const __m512i bias = _mm512_set1_epi16(128);
   __mmask32 outside = 0;
   for (int64_t j = 0; j < depth; j += 32) {
-    const int64_t in_weights = kept - j, in_row = depth - j;
-    const __mmask32 load = in_weights >= 32 ? ~__mmask32{0} : in_weights > 0 ? (__mmask32{1} << in_weights) - 1 : 0;
+    const int64_t in_row = depth - j;
+    const __mmask32 load = FirstLanes(kept - j);
     const __m512i v = _mm512_add_epi16(_mm512_maskz_loadu_epi16(load, load ? q + j : q), bias);
-    outside |= _mm512_test_epi16_mask(v, high_byte);  // w + 128 outside [0, 255]
+    outside |= BeyondInt8(v);
     // vpmovwb into a register, then a plain store: straight to memory, it cost 8 % of a predicted decode.
     const __m256i lanes = _mm512_cvtepi16_epi8(v);
     if (in_row >= 32) {
