@@ -1,0 +1,112 @@
+// `kvstream demo`, the README's main job, end to end on the tiny real model: a prefill node and a decode node
+// stream the context at every method and score each fetch; with a profile, the predicted scheme's levels; bad
+// arguments refused with a message.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "tests/tools/run_shell.h"
+
+namespace {
+
+using kvstream::testing::RunShell;
+
+const std::string kDemo = std::string(KVSTREAM_CLI) + " demo --model stories260K --tokens 96 --eval-tokens 32 --threads 1";
+
+struct Row {
+  unsigned long long bytes = 0;
+  double kv_ready_ms = 0, top1 = -1;
+};
+
+// The table's rows by method: "method bytes [vs_int8] kv_ready_ms ppl_delta_% kl_mean top1_agree" (int8's and
+// fp16's vs_int8 column is empty).
+std::map<std::string, Row> Table(const std::string &out) {
+  std::map<std::string, Row> rows;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string method;
+    fields >> method;
+    if (method != "fp16" && method != "int8" && method.rfind("kvstream-", 0) != 0) continue;
+    std::string words[6];
+    int n = 0;
+    while (n < 6 && fields >> words[n]) ++n;
+    // Prose that starts with a method's name has no byte count after it.
+    if (n < 5 || words[0].find_first_not_of("0123456789") != std::string::npos) continue;
+    const int ready = n == 6 ? 2 : 1;
+    rows[method] = {std::stoull(words[0]), std::stod(words[ready]), std::stod(words[n - 1])};
+  }
+  return rows;
+}
+
+TEST(Demo, StreamsEveryMethodAndScoresIt) {
+  std::string out;
+  ASSERT_EQ(RunShell(kDemo, &out), 0) << out;
+  const std::map<std::string, Row> rows = Table(out);
+  ASSERT_TRUE(rows.count("fp16") && rows.count("int8") && rows.count("kvstream-L1") && rows.count("kvstream-adaptive")) << out;
+  int lossy = 0;
+  for (const auto &[method, row] : rows) {
+    EXPECT_GT(row.kv_ready_ms, 0.0) << method;
+    EXPECT_GE(row.top1, 0.0) << method;
+    EXPECT_LE(row.top1, 1.0) << method;
+    if (method.rfind("kvstream-L", 0) == 0) {
+      ++lossy;
+      EXPECT_LT(row.bytes, rows.at("int8").bytes) << method;
+    }
+  }
+  EXPECT_GE(lossy, 4) << out;
+  EXPECT_GT(rows.at("fp16").bytes, rows.at("int8").bytes);
+  EXPECT_GE(rows.at("fp16").top1, 0.96) << "fp16 is the model's own KV, rounded";
+  EXPECT_NE(out.find("kvstream-adaptive chose per chunk: "), std::string::npos) << out;
+  EXPECT_NE(out.find("Without --profile"), std::string::npos) << out;
+}
+
+TEST(Demo, ServesAProfilesPredictedLevels) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kvstream_demo_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string profile = (dir / "p.kvp").string();
+  std::string out;
+  ASSERT_EQ(RunShell(std::string(KVSTREAM_CLI) +
+                         " profile --model stories260K --predict --contexts 2 "
+                         "--context-tokens 128 "
+                         "--threads 1 --out " +
+                         profile,
+                     &out),
+            0)
+      << out;
+  out.clear();
+  const int status =
+      RunShell(kDemo + " --profile " + profile + " --scheme predicted --fine-fraction 0.12 --decode-threads 2", &out);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(status, 0) << out;
+  const std::map<std::string, Row> rows = Table(out);
+  ASSERT_TRUE(rows.count("kvstream-predicted-L1") && rows.count("kvstream-predicted-L4")) << out;
+  for (const auto &[method, row] : rows) {
+    if (method.rfind("kvstream-predicted-", 0) == 0) {
+      EXPECT_LT(row.bytes, rows.at("int8").bytes) << method;
+    }
+  }
+  EXPECT_EQ(out.find("Without --profile"), std::string::npos) << out;
+}
+
+TEST(Demo, RefusesWhatItCannotRun) {
+  std::string out;
+  EXPECT_NE(RunShell(kDemo + " --decode-threads 0", &out), 0);
+  EXPECT_NE(out.find("--decode-threads = 0, expected 1..64"), std::string::npos) << out;
+  out.clear();
+  EXPECT_NE(RunShell(kDemo + " --scheme predicted", &out), 0);
+  EXPECT_NE(out.find("needs a profile"), std::string::npos) << out;
+  out.clear();
+  EXPECT_NE(RunShell(std::string(KVSTREAM_CLI) + " demo --model stories260K --tokens 4000", &out), 0);
+  EXPECT_NE(out.find("max_seq_len"), std::string::npos) << out;
+}
+
+}  // namespace
