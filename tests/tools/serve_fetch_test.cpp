@@ -1,0 +1,103 @@
+// `kvstream serve` and `kvstream fetch` as a user runs them, on loopback with the tiny real model: a fetch at
+// a fixed level and one by the kvstream policy, each verified with the quality meter; a server with a secret
+// refuses a fetcher without it, and an unknown context is refused with its name. The server is a child
+// process, stopped (bounded) when the test ends.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cluster/process.h"
+#include "tests/tools/run_shell.h"
+
+namespace {
+
+using kvstream::testing::RunShell;
+
+// A running `kvstream serve` on 127.0.0.1 at a free port, with a secret in a temporary file.
+class Server {
+ public:
+  Server() : dir_(std::filesystem::temp_directory_path() / ("kvstream_serve_test_" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(dir_);
+    std::ofstream(secret()) << "a shared secret of the test\n";
+    auto child = kvstream::cluster::Spawn({KVSTREAM_CLI, "serve", "--listen", "127.0.0.1:0", "--model", "stories260K",
+                                           "--tokens", "128", "--chunk-tokens", "64", "--contexts", "2", "--duration-s", "120",
+                                           "--threads", "1", "--secret-file", secret()});
+    if (!child.ok()) {
+      error_ = child.status().ToString();
+      return;
+    }
+    child_ = *child;
+    auto out = kvstream::cluster::ReadUntil(child_, "serving", 60);
+    if (!out.ok()) {
+      error_ = out.status().ToString();
+      return;
+    }
+    // "serving 2 context(s) of model M on 127.0.0.1:PORT (model hash ...)"
+    const size_t at = out->find("127.0.0.1:");
+    if (at == std::string::npos) {
+      error_ = "no address in: " + *out;
+      return;
+    }
+    port_ = std::stoi(out->substr(at + 10));
+  }
+  ~Server() {
+    if (child_.pid > 0) kvstream::cluster::Reap(child_, 10, true);
+    std::filesystem::remove_all(dir_);
+  }
+  const std::string &error() const { return error_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string secret() const { return (dir_ / "secret").string(); }
+
+ private:
+  std::filesystem::path dir_;
+  kvstream::cluster::Child child_;
+  std::string error_;
+  int port_ = 0;
+};
+
+nlohmann::json LastFetch(const std::string &out) {
+  const size_t at = out.rfind("{\"context\"");
+  if (at == std::string::npos) return nullptr;
+  return nlohmann::json::parse(out.substr(at, out.find('\n', at) - at), nullptr, false);
+}
+
+TEST(ServeFetch, FetchesVerifiesAndRefuses) {
+  Server server;
+  ASSERT_EQ(server.error(), "");
+  const std::string fetch = std::string(KVSTREAM_CLI) + " fetch --connect " + server.address() + " --secret-file " +
+                            server.secret() + " --model stories260K --threads 1";
+
+  // A fixed level, verified: 2 chunks of 64 tokens, smaller than fp16's 2 x 64 x layers x channels x 2 x 2.
+  std::string out;
+  ASSERT_EQ(RunShell(fetch + " --context 1 --level L2 --verify --eval-tokens 32", &out), 0) << out;
+  EXPECT_NE(out.find("policy fixed-L2"), std::string::npos) << out;
+  EXPECT_NE(out.find("verify: "), std::string::npos) << out;
+  EXPECT_NE(out.find("top-1 agreement"), std::string::npos) << out;
+
+  // The kvstream policy, twice on one connection, as JSON.
+  out.clear();
+  ASSERT_EQ(RunShell(fetch + " --context 0 --repeat 2 --decode-threads 2 --json", &out), 0) << out;
+  const nlohmann::json last = LastFetch(out);
+  ASSERT_TRUE(last.is_object()) << out;
+  EXPECT_EQ(last["context"], "0");
+  EXPECT_EQ(last["policy"], "kvstream");
+  EXPECT_GT(last["bytes"].get<double>(), 0);
+  EXPECT_GT(last["kv_ready_ms"].get<double>(), 0);
+
+  // Without the secret, and for a context that is not served: refused, saying why.
+  out.clear();
+  EXPECT_NE(RunShell(std::string(KVSTREAM_CLI) + " fetch --connect " + server.address() + " --context 0 --level int8", &out),
+            0);
+  EXPECT_NE(out.find("PermissionDenied"), std::string::npos) << out;
+  out.clear();
+  EXPECT_NE(RunShell(fetch + " --context 7 --level int8", &out), 0);
+  EXPECT_NE(out.find("NotFound: sender: context '7' is not registered"), std::string::npos) << out;
+}
+
+}  // namespace
