@@ -41,6 +41,7 @@
 #include "tools/codec_files.h"
 #include "tools/command.h"
 #include "tools/kv_methods.h"
+#include "tools/machine.h"
 
 namespace kvstream::cli {
 namespace {
@@ -657,7 +658,12 @@ Status RunBenchAdapt(const Args& args) {
   std::ofstream jsonl;
   const std::string stem_prefix = "adapt-" + std::string(real ? "real-" : "") + FileSafe(trace.name);
   if (!out_dir.empty()) jsonl.open(std::filesystem::path(out_dir) / (stem_prefix + ".jsonl"));
-  if (!json) {
+  const Machine machine = ThisMachine();
+  if (json) {
+    const nlohmann::json header = {{"header", true}, {"bench", "adapt"}, {"date", UtcNow()}, {"machine", MachineJson(machine)}};
+    std::printf("%s\n", header.dump().c_str());
+  } else {
+    std::printf("kvstream bench adapt — machine: %s\n", DescribeMachine(machine).c_str());
     std::printf("trace %s, %s link, %lld requests (concurrency %lld), deadline %.0f ms +-10%%, rtt %s, manifest %s\n",
                 trace.name.c_str(), real ? "real (veth + tc tbf between namespaces)" : "simulated",
                 static_cast<long long>(requests), static_cast<long long>(concurrency), deadline_ms,
@@ -731,7 +737,7 @@ KVSTREAM_REGISTER_COMMAND(bench_adapt,
                            "  --drop-factor F     kvstream plans to survive the link falling to 1/F of its estimate (default 4;\n"
                            "                      1 trusts the estimate)\n"
                            "  --seed S            workload seed (default 1)\n"
-                           "  --json              one JSON object per policy per line\n"
+                           "  --json              one JSON object per line: a header (date, machine), then one per policy\n"
                            "  --out DIR           also write adapt-TRACE.jsonl, per-policy timelines and PNG plots\n"
                            "  --no-plot           with --out: skip the PNGs",
                            {"trace", "link", "model", "max-minutes", "time-scale", "requests", "concurrency", "deadline-ms", "rtt-ms", "manifest", "policies",

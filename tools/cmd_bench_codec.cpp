@@ -1,39 +1,17 @@
 // `kvstream bench codec`: kvstream's levels against fp16, int8, zstd and cachegen-ref on the real KV of a
 // model, measured in one run (bench/codec_bench.h). JSON lines with --json, a table otherwise.
 #include <cstdio>
-#include <ctime>
-#include <fstream>
 #include <string>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "bench/codec_bench.h"
 #include "bench/kvstream_codec_adapter.h"
-#include "codec/common/cpu_features.h"
 #include "tools/command.h"
+#include "tools/machine.h"
 
 namespace kvstream::cli {
 namespace {
-
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "unknown";
-}
-
-std::string UtcNow() {
-  char buf[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return buf;
-}
 
 std::string ShortNumber(double v) {
   char buf[32];
@@ -94,13 +72,13 @@ Status Run(const Args& args) {
   KVSTREAM_ASSIGN_OR_RETURN(int64_t cal_offset, args.GetInt("calibration-offset", -1));
 
   bench::CalibrationSlice calibration;
+  const Machine machine = ThisMachine();
   auto on_context = [&](const bench::CodecBenchContext& c) {
     nlohmann::json h;
     h["header"] = true;
     h["date"] = UtcNow();
     h["command"] = command;
-    h["machine"] = {{"cpu", CpuModel()}, {"cores", std::thread::hardware_concurrency()},
-                    {"simd_kernels", codec::SimdKernels()}, {"compiler", std::string("gcc/clang ") + __VERSION__}};
+    h["machine"] = MachineJson(machine);
     h["model"] = c.model_name;
     h["layers"] = c.layers;
     h["kv_dim"] = c.kv_dim;
@@ -116,9 +94,9 @@ Status Run(const Args& args) {
       std::printf("%s\n", h.dump().c_str());
     } else {
       std::printf("kvstream bench codec — %s (%d layers x %d channels), %d context tokens in %d chunks, eval %d\n"
-                  "machine: %s, %u cores, %s kernels; reference ppl %.4f\n",
+                  "machine: %s; reference ppl %.4f\n",
                   c.model_name.c_str(), c.layers, c.kv_dim, c.context_tokens, c.chunks, o.eval_tokens,
-                  CpuModel().c_str(), std::thread::hardware_concurrency(), codec::SimdKernels(), c.ppl_reference);
+                  DescribeMachine(machine).c_str(), c.ppl_reference);
       if (c.windows > 1) {
         std::printf("sizes and quality over %d windows (quality: their mean, top-1 min the lowest); speeds from the "
                     "first\n",

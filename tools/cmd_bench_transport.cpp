@@ -30,6 +30,7 @@
 #include "kvstream/transport.h"
 #include "tools/codec_files.h"
 #include "tools/command.h"
+#include "tools/machine.h"
 #include "tools/stream_cli.h"
 
 namespace kvstream::cli {
@@ -409,6 +410,14 @@ Status RunBenchTransport(const Args& args) {
       sizes.push_back(static_cast<uint64_t>(s));
     }
   }
+  const Machine machine = ThisMachine();
+  if (json) {
+    const nlohmann::json header = {{"header", true}, {"bench", "transport"}, {"date", UtcNow()},
+                                   {"machine", MachineJson(machine)}, {"ucx", UcxVersion()}};
+    std::printf("%s\n", header.dump().c_str());
+  } else {
+    std::printf("kvstream bench transport — machine: %s; UCX %s\n\n", DescribeMachine(machine).c_str(), UcxVersion().c_str());
+  }
   if (!args.Has("skip-raw")) {
     if (!json) {
       std::printf("%-10s %12s %12s %18s %8s %21s\n", "kind", "msg_bytes", "gbps_ours", "gbps_ucx_perftest", "ratio",
@@ -484,7 +493,8 @@ KVSTREAM_REGISTER_COMMAND(bench_transport, {
     "error handling (shared memory) is reported beside it (gbps_ucx_perftest_no_err).\n"
     "fetch rows: a real context served from network namespace A, fetched in namespace B over a veth link\n"
     "shaped with tc tbf (needs root; namespaces are created and removed by the benchmark).\n\n"
-    "  --json          one JSON object per row: ucx_raw keys msg_bytes, gbps_ours, gbps_ucx_perftest, ratio,\n"
+    "  --json          one JSON object per line: first a header (date, machine, UCX version), then one per\n"
+    "                  row: ucx_raw keys msg_bytes, gbps_ours, gbps_ucx_perftest, ratio,\n"
     "                  gbps_ucx_perftest_no_err, ratio_no_err (medians of --repetitions runs);\n"
     "                  fetch keys method, link_gbps, bytes, kv_ready_ms (median of --repetitions fetches after\n"
     "                  a warm-up one), kv_ready_ms_min, kv_ready_ms_max, fetches, pipelined, speedup_vs_int8\n"

@@ -26,6 +26,9 @@ namespace kvstream {
 // refused at the handshake instead of failing on every chunk.
 inline constexpr uint16_t kProtocolVersion = 2;
 
+// The version of the UCX library this process runs (ucp_get_version_string), for benchmark reports.
+std::string UcxVersion();
+
 // ---------------------------------------------------------------------------------------------------
 // Data plane
 

@@ -27,6 +27,15 @@ TEST(BenchTransport, RawRowsCompleteOnLoopback) {
                            " bench transport --skip-fetch --json --sizes 65536,1048576 --total-mb 64 --repetitions 2",
                        &out);
   ASSERT_EQ(code, 0) << out;
+  // The header first: when, on what, with which UCX.
+  const size_t first = out.find('{');
+  ASSERT_NE(first, std::string::npos) << out;
+  const nlohmann::json header = nlohmann::json::parse(out.substr(first, out.find('\n', first) - first));
+  EXPECT_EQ(header["header"], true);
+  EXPECT_EQ(header["bench"], "transport");
+  EXPECT_FALSE(header["machine"]["cpu"].get<std::string>().empty());
+  EXPECT_GT(header["machine"]["cores"].get<int>(), 0);
+  EXPECT_FALSE(header["ucx"].get<std::string>().empty());
   std::vector<nlohmann::json> rows;
   size_t at = 0;
   while ((at = out.find("{\"kind\"", at)) != std::string::npos) {
