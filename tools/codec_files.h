@@ -1,9 +1,10 @@
 // File plumbing of the codec commands (encode, decode, inspect, profile, serve): whole-file reads with a
-// size limit, writes, loading a profile file, and the --scheme and fine-rows flags. Header-only: tools/CMakeLists.txt compiles only cmd_*.cpp.
+// size limit, writes, loading a profile file, and the --scheme and fine-rows flags. Header-only.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -15,7 +16,13 @@
 
 namespace kvstream::cli {
 
+// A whole regular file of at most max_bytes. Devices, pipes and folders are refused: their size is not
+// known ahead (and /dev/zero has no end).
 inline Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path, uint64_t max_bytes) {
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (error || !std::filesystem::exists(status)) return Status::NotFound(path + ": cannot open");
+  if (!std::filesystem::is_regular_file(status)) return Status::InvalidArgument(path + ": not a regular file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return Status::NotFound(path + ": cannot open");
   const std::streamoff size = in.tellg();

@@ -9,7 +9,6 @@
 #pragma once
 
 #include <algorithm>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -19,6 +18,7 @@
 #include "kvstream/quality.h"
 #include "bench/codec_transform.h"
 #include "bench/kvstream_codec_adapter.h"
+#include "tools/codec_files.h"
 #include "tools/command.h"
 
 namespace kvstream::cli {
@@ -107,14 +107,9 @@ inline constexpr const char* kDefaultText = "/usr/share/common-licenses/GPL-3";
 
 // Reads a text file (up to 256 MiB) and tokenizes it as a document (BOS first when the model wants it).
 inline Result<std::vector<int>> TokenizeFile(const Model& model, const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return Status::NotFound("--text " + path + ": cannot open");
-  const std::streamoff size = in.tellg();
-  constexpr std::streamoff kMaxText = std::streamoff{256} << 20;
-  if (size < 0 || size > kMaxText) return Status::ResourceExhausted("--text " + path + ": larger than 256 MiB");
-  std::string text(static_cast<size_t>(size), '\0');
-  in.seekg(0);
-  if (!in.read(text.data(), size)) return Status::IoError("--text " + path + ": read failed");
+  auto bytes = ReadFileBytes(path, uint64_t{256} << 20);
+  if (!bytes.ok()) return bytes.status().WithContext("--text");
+  const std::string text(bytes->begin(), bytes->end());
   return model.tokenizer().Encode(text, model.tokenizer().adds_bos());
 }
 

@@ -1,7 +1,7 @@
 // `kvstream encode`, `inspect`, `decode` and `kv dump` as a user runs them, on the tiny real model: the fp16
 // level's chunks decode to the dumped KV rounded to fp16 bit for bit (docs/kv-dump-format.md's archive read
 // back here), a lossy level's decode stays near it, inspect prints a chunk's header, and a damaged or cut
-// chunk is refused with what is wrong.
+// chunk, a device and a folder are refused with what is wrong.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -187,6 +187,12 @@ TEST_F(CodecCli, DamagedAndCutChunksAreRefused) {
   out.clear();
   EXPECT_NE(RunShell(std::string(KVSTREAM_CLI) + " inspect " + Path("cut.kvc"), &out), 0);
   EXPECT_NE(out.find("CorruptData"), std::string::npos) << out;
+  // A device without end, and a folder: refused before any read.
+  for (const std::string& path : {std::string("/dev/zero"), dir_.string()}) {
+    out.clear();
+    EXPECT_NE(RunShell(std::string(KVSTREAM_CLI) + " decode " + path, &out), 0);
+    EXPECT_NE(out.find(path + ": not a regular file"), std::string::npos) << out;
+  }
 }
 
 }  // namespace
