@@ -7,25 +7,22 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/tools/json_lines.h"
 #include "tests/tools/run_shell.h"
 
 namespace {
 
+using kvstream::testing::JsonLines;
 using kvstream::testing::RunShell;
 
 TEST(BenchAdapt, PrintsTheMachineThenARowPerPolicy) {
   std::string out;
-  ASSERT_EQ(RunShell(std::string(KVSTREAM_CLI) + " bench adapt --trace drop10x --requests 4 --policies kvstream,fixed-L3 --json",
-                     &out),
-            0)
+  ASSERT_EQ(
+      RunShell(std::string(KVSTREAM_CLI) + " bench adapt --trace drop10x --requests 4 --policies kvstream,fixed-L3 --json",
+               &out),
+      0)
       << out;
-  std::vector<nlohmann::json> lines;
-  size_t at = 0;
-  while ((at = out.find("{\"bench\"", at)) != std::string::npos) {
-    const size_t end = out.find('\n', at);
-    lines.push_back(nlohmann::json::parse(out.substr(at, end - at)));
-    at = end;
-  }
+  const std::vector<nlohmann::json> lines = JsonLines(out, "{\"bench\"");
   ASSERT_EQ(lines.size(), 3u) << out;
   EXPECT_EQ(lines[0]["header"], true);
   EXPECT_FALSE(lines[0]["machine"]["cpu"].get<std::string>().empty());

@@ -12,10 +12,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/tools/json_lines.h"
 #include "tests/tools/run_shell.h"
 
 namespace {
 
+using kvstream::testing::JsonLines;
 using kvstream::testing::RunShell;
 
 TEST(BenchTransport, RawRowsCompleteOnLoopback) {
@@ -28,21 +30,15 @@ TEST(BenchTransport, RawRowsCompleteOnLoopback) {
                        &out);
   ASSERT_EQ(code, 0) << out;
   // The header first: when, on what, with which UCX.
-  const size_t first = out.find('{');
-  ASSERT_NE(first, std::string::npos) << out;
-  const nlohmann::json header = nlohmann::json::parse(out.substr(first, out.find('\n', first) - first));
+  const std::vector<nlohmann::json> headers = JsonLines(out, "{\"bench\"");
+  ASSERT_EQ(headers.size(), 1u) << out;
+  const nlohmann::json& header = headers[0];
   EXPECT_EQ(header["header"], true);
   EXPECT_EQ(header["bench"], "transport");
   EXPECT_FALSE(header["machine"]["cpu"].get<std::string>().empty());
   EXPECT_GT(header["machine"]["cores"].get<int>(), 0);
   EXPECT_FALSE(header["ucx"].get<std::string>().empty());
-  std::vector<nlohmann::json> rows;
-  size_t at = 0;
-  while ((at = out.find("{\"kind\"", at)) != std::string::npos) {
-    const size_t end = out.find('\n', at);
-    rows.push_back(nlohmann::json::parse(out.substr(at, end - at)));
-    at = end;
-  }
+  const std::vector<nlohmann::json> rows = JsonLines(out, "{\"kind\"");
   ASSERT_EQ(rows.size(), 2u) << out;
   EXPECT_EQ(rows[0]["msg_bytes"], 65536);
   EXPECT_EQ(rows[1]["msg_bytes"], 1048576);

@@ -15,6 +15,7 @@
 
 namespace {
 
+using kvstream::testing::Refuses;
 using kvstream::testing::RunShell;
 
 const std::string kDemo = std::string(KVSTREAM_CLI) + " demo --model stories260K --tokens 96 --eval-tokens 32 --threads 1";
@@ -26,7 +27,7 @@ struct Row {
 
 // The table's rows by method: "method bytes [vs_int8] kv_ready_ms ppl_delta_% kl_mean top1_agree" (int8's and
 // fp16's vs_int8 column is empty).
-std::map<std::string, Row> Table(const std::string &out) {
+std::map<std::string, Row> Table(const std::string& out) {
   std::map<std::string, Row> rows;
   std::istringstream lines(out);
   std::string line;
@@ -52,7 +53,7 @@ TEST(Demo, StreamsEveryMethodAndScoresIt) {
   const std::map<std::string, Row> rows = Table(out);
   ASSERT_TRUE(rows.count("fp16") && rows.count("int8") && rows.count("kvstream-L1") && rows.count("kvstream-adaptive")) << out;
   int lossy = 0;
-  for (const auto &[method, row] : rows) {
+  for (const auto& [method, row] : rows) {
     EXPECT_GT(row.kv_ready_ms, 0.0) << method;
     EXPECT_GE(row.top1, 0.0) << method;
     EXPECT_LE(row.top1, 1.0) << method;
@@ -74,14 +75,8 @@ TEST(Demo, ServesAProfilesPredictedLevels) {
   std::filesystem::create_directories(dir);
   const std::string profile = (dir / "p.kvp").string();
   std::string out;
-  ASSERT_EQ(RunShell(std::string(KVSTREAM_CLI) +
-                         " profile --model stories260K --predict --contexts 2 "
-                         "--context-tokens 128 "
-                         "--threads 1 --out " +
-                         profile,
-                     &out),
-            0)
-      << out;
+  const std::string learn = " profile --model stories260K --predict --contexts 2 --context-tokens 128 --threads 1 --out ";
+  ASSERT_EQ(RunShell(KVSTREAM_CLI + learn + profile, &out), 0) << out;
   out.clear();
   const int status =
       RunShell(kDemo + " --profile " + profile + " --scheme predicted --fine-fraction 0.12 --decode-threads 2", &out);
@@ -89,7 +84,7 @@ TEST(Demo, ServesAProfilesPredictedLevels) {
   ASSERT_EQ(status, 0) << out;
   const std::map<std::string, Row> rows = Table(out);
   ASSERT_TRUE(rows.count("kvstream-predicted-L1") && rows.count("kvstream-predicted-L4")) << out;
-  for (const auto &[method, row] : rows) {
+  for (const auto& [method, row] : rows) {
     if (method.rfind("kvstream-predicted-", 0) == 0) {
       EXPECT_LT(row.bytes, rows.at("int8").bytes) << method;
     }
@@ -98,15 +93,9 @@ TEST(Demo, ServesAProfilesPredictedLevels) {
 }
 
 TEST(Demo, RefusesWhatItCannotRun) {
-  std::string out;
-  EXPECT_NE(RunShell(kDemo + " --decode-threads 0", &out), 0);
-  EXPECT_NE(out.find("--decode-threads = 0, expected 1..64"), std::string::npos) << out;
-  out.clear();
-  EXPECT_NE(RunShell(kDemo + " --scheme predicted", &out), 0);
-  EXPECT_NE(out.find("needs a profile"), std::string::npos) << out;
-  out.clear();
-  EXPECT_NE(RunShell(std::string(KVSTREAM_CLI) + " demo --model stories260K --tokens 4000", &out), 0);
-  EXPECT_NE(out.find("max_seq_len"), std::string::npos) << out;
+  EXPECT_TRUE(Refuses(kDemo + " --decode-threads 0", "--decode-threads = 0, expected 1..64"));
+  EXPECT_TRUE(Refuses(kDemo + " --scheme predicted", "needs a profile"));
+  EXPECT_TRUE(Refuses(std::string(KVSTREAM_CLI) + " demo --model stories260K --tokens 4000", "max_seq_len"));
 }
 
 }  // namespace

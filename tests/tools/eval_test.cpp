@@ -9,25 +9,23 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/tools/json_lines.h"
 #include "tests/tools/run_shell.h"
 
 namespace {
 
+using kvstream::testing::JsonLines;
+using kvstream::testing::Refuses;
 using kvstream::testing::RunShell;
 
-const std::string kEval = std::string(KVSTREAM_CLI) + " eval --model stories260K --context-tokens 96 --eval-tokens 32 --threads 1";
+const std::string kEval =
+    std::string(KVSTREAM_CLI) + " eval --model stories260K --context-tokens 96 --eval-tokens 32 --threads 1";
 
 TEST(Eval, ScoresEachWindowThenTheirMeans) {
   std::string out;
   ASSERT_EQ(RunShell(kEval + " --windows 3 --methods int8,kvstream-L4 --json", &out), 0) << out;
   std::map<std::string, std::vector<nlohmann::json>> by_method;
-  size_t at = 0;
-  while ((at = out.find("{\"method\"", at)) != std::string::npos) {
-    const size_t end = out.find('\n', at);
-    const nlohmann::json row = nlohmann::json::parse(out.substr(at, end - at));
-    by_method[row["method"].get<std::string>()].push_back(row);
-    at = end;
-  }
+  for (const nlohmann::json& row : JsonLines(out, "{\"method\"")) by_method[row["method"].get<std::string>()].push_back(row);
   ASSERT_EQ(by_method.size(), 2u) << out;
   for (const auto& [method, rows] : by_method) {
     ASSERT_EQ(rows.size(), 4u) << method;
@@ -47,21 +45,12 @@ TEST(Eval, ScoresEachWindowThenTheirMeans) {
 }
 
 TEST(Eval, RefusesWhatItCannotScore) {
-  std::string out;
-  EXPECT_NE(RunShell(std::string(KVSTREAM_CLI) +
-                         " eval --model stories260K --context-tokens 4000 --eval-tokens 1000 --windows 64 --methods int8",
-                     &out),
-            0);
-  EXPECT_NE(out.find("64 windows of 5000 need 320001"), std::string::npos) << out;
-  out.clear();
-  EXPECT_NE(RunShell(kEval + " --methods kvstream-L2 --scheme predicted", &out), 0);
-  EXPECT_NE(out.find("needs a --profile"), std::string::npos) << out;
-  out.clear();
-  EXPECT_NE(RunShell(kEval + " --windows 0", &out), 0);
-  EXPECT_NE(out.find("--windows in 1..64"), std::string::npos) << out;
-  out.clear();
-  EXPECT_NE(RunShell(kEval + " --methods int8,", &out), 0);
-  EXPECT_NE(out.find("unknown method ''"), std::string::npos) << out;
+  EXPECT_TRUE(Refuses(std::string(KVSTREAM_CLI) +
+                          " eval --model stories260K --context-tokens 4000 --eval-tokens 1000 --windows 64 --methods int8",
+                      "64 windows of 5000 need 320001"));
+  EXPECT_TRUE(Refuses(kEval + " --methods kvstream-L2 --scheme predicted", "needs a --profile"));
+  EXPECT_TRUE(Refuses(kEval + " --windows 0", "--windows in 1..64"));
+  EXPECT_TRUE(Refuses(kEval + " --methods int8,", "unknown method ''"));
 }
 
 }  // namespace

@@ -13,10 +13,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/process.h"
+#include "tests/tools/json_lines.h"
 #include "tests/tools/run_shell.h"
 
 namespace {
 
+using kvstream::testing::JsonLines;
+using kvstream::testing::Refuses;
 using kvstream::testing::RunShell;
 
 // A running `kvstream serve` on 127.0.0.1 at a free port, with a secret in a temporary file.
@@ -50,7 +53,7 @@ class Server {
     if (child_.pid > 0) kvstream::cluster::Reap(child_, 10, true);
     std::filesystem::remove_all(dir_);
   }
-  const std::string &error() const { return error_; }
+  const std::string& error() const { return error_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   std::string secret() const { return (dir_ / "secret").string(); }
 
@@ -60,12 +63,6 @@ class Server {
   std::string error_;
   int port_ = 0;
 };
-
-nlohmann::json LastFetch(const std::string &out) {
-  const size_t at = out.rfind("{\"context\"");
-  if (at == std::string::npos) return nullptr;
-  return nlohmann::json::parse(out.substr(at, out.find('\n', at) - at), nullptr, false);
-}
 
 TEST(ServeFetch, FetchesVerifiesAndRefuses) {
   Server server;
@@ -83,21 +80,18 @@ TEST(ServeFetch, FetchesVerifiesAndRefuses) {
   // The kvstream policy, twice on one connection, as JSON.
   out.clear();
   ASSERT_EQ(RunShell(fetch + " --context 0 --repeat 2 --decode-threads 2 --json", &out), 0) << out;
-  const nlohmann::json last = LastFetch(out);
-  ASSERT_TRUE(last.is_object()) << out;
+  const std::vector<nlohmann::json> fetches = JsonLines(out, "{\"context\"");
+  ASSERT_EQ(fetches.size(), 2u) << out;
+  const nlohmann::json& last = fetches.back();
   EXPECT_EQ(last["context"], "0");
   EXPECT_EQ(last["policy"], "kvstream");
   EXPECT_GT(last["bytes"].get<double>(), 0);
   EXPECT_GT(last["kv_ready_ms"].get<double>(), 0);
 
   // Without the secret, and for a context that is not served: refused, saying why.
-  out.clear();
-  EXPECT_NE(RunShell(std::string(KVSTREAM_CLI) + " fetch --connect " + server.address() + " --context 0 --level int8", &out),
-            0);
-  EXPECT_NE(out.find("PermissionDenied"), std::string::npos) << out;
-  out.clear();
-  EXPECT_NE(RunShell(fetch + " --context 7 --level int8", &out), 0);
-  EXPECT_NE(out.find("NotFound: sender: context '7' is not registered"), std::string::npos) << out;
+  EXPECT_TRUE(Refuses(std::string(KVSTREAM_CLI) + " fetch --connect " + server.address() + " --context 0 --level int8",
+                      "PermissionDenied"));
+  EXPECT_TRUE(Refuses(fetch + " --context 7 --level int8", "NotFound: sender: context '7' is not registered"));
 }
 
 }  // namespace
