@@ -592,6 +592,10 @@ Result<FetchResult> Receiver::Impl::Fetch(const std::string& context_id, const T
   result.complete = true;
   result.kv_ready_s = Seconds(start);
   result.deadline_met = result.kv_ready_s <= deadline_s;
+  for (const ChunkTelemetry& t : result.chunks) {
+    result.last_byte_s = std::max(result.last_byte_s, t.received_at_s);
+    result.decode_s += t.decode_s;
+  }
   return result;
 }
 

@@ -71,9 +71,10 @@ Status RunFetch(const Args& args) {
     KVSTREAM_ASSIGN_OR_RETURN(result, receiver->Fetch(context, fetched.keys(), fetched.values(), deadline_ms / 1000.0, *policy));
     if (json) {
       std::printf("{\"context\": \"%s\", \"policy\": \"%s\", \"bytes\": %llu, \"kv_ready_ms\": %.3f, \"inflight\": %lld, "
-                  "\"retries\": %d, \"deadline_met\": %s}\n",
+                  "\"retries\": %d, \"deadline_met\": %s, \"last_byte_ms\": %.3f, \"decode_ms\": %.3f}\n",
                   context.c_str(), policy->name().c_str(), static_cast<unsigned long long>(result.bytes), 1000 * result.kv_ready_s,
-                  static_cast<long long>(inflight), result.retries, result.deadline_met ? "true" : "false");
+                  static_cast<long long>(inflight), result.retries, result.deadline_met ? "true" : "false",
+                  1000 * result.last_byte_s, 1000 * result.decode_s);
       std::fflush(stdout);
     }
   }
@@ -88,6 +89,10 @@ Status RunFetch(const Args& args) {
       std::printf("%6d %6s %12llu %12.3f %12.3f %12.3f\n", t.chunk, LevelName(t.level).c_str(),
                   static_cast<unsigned long long>(t.bytes), 1000 * t.transfer_s, 1000 * t.decode_s, 1000 * t.decoded_at_s);
     }
+    std::printf("the last byte arrived at %.2f ms and the KV was ready %.2f ms later; the chunks took %.2f ms to decode in all,\n"
+                "on %lld decode thread(s) (ready soon after the last byte: the link set the time; long after: the decoders)\n",
+                1000 * result.last_byte_s, 1000 * (result.kv_ready_s - result.last_byte_s), 1000 * result.decode_s,
+                static_cast<long long>(decode_threads));
   }
   if (!verify) return Status::Ok();
 
@@ -142,7 +147,8 @@ KVSTREAM_REGISTER_COMMAND(fetch, {
     "  --eval-tokens M       tokens scored by --verify (default 128)\n"
     "  --repeat N            fetch N times on one connection; the last one is reported/verified (default 1)\n"
     "  --json                one JSON object per fetch: context, policy, bytes, kv_ready_ms, inflight, retries,\n"
-    "                        deadline_met (instead of the table)\n"
+    "                        deadline_met, last_byte_ms (when the last payload byte arrived), decode_ms (all\n"
+    "                        chunks' decode time together) (instead of the table)\n"
     "  --tokenizer PATH, --threads N   as for the other model commands",
     {"connect", "context", "level", "policy", "deadline-ms", "inflight", "decode-threads", "secret-file", "model", "text",
      "eval-tokens", "repeat", "tokenizer", "threads", "profile"},

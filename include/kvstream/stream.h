@@ -131,6 +131,10 @@ struct FetchResult {
   uint64_t bytes = 0;             // payload bytes received (retries included)
   int retries = 0;                // chunks re-requested after a CRC failure
   double kv_ready_s = 0;          // from the start of Fetch to the last chunk written
+  // What set kv_ready_s: when the last payload byte arrived, and the decode (and recompute) time of all
+  // chunks together. Ready soon after the last byte, the link set the time; long after it, the decoders.
+  double last_byte_s = 0;
+  double decode_s = 0;
   LinkPrior link_prior;           // what the policy was told of the link before the first chunk
   bool deadline_met = false;
 };

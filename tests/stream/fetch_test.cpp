@@ -3,6 +3,7 @@
 // with errors that say what was wrong.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "tests/stream/stream_fixture.h"
@@ -83,11 +84,17 @@ TEST_F(FetchTest, EveryKvLevelMatchesALocalDecodePipelinedOrNot) {
       for (const auto& row : manifest->manifest.bytes) advertised += row[&info - manifest->manifest.levels.data()];
       EXPECT_EQ(result->bytes, advertised);
       ASSERT_EQ(result->chunks.size(), 5u);
+      double last_byte_s = 0, decode_s = 0;
       for (const ChunkTelemetry& t : result->chunks) {
         EXPECT_EQ(t.level, info.level);
         EXPECT_LE(t.requested_at_s, t.received_at_s);
         EXPECT_LE(t.received_at_s, t.decoded_at_s);
+        last_byte_s = std::max(last_byte_s, t.received_at_s);
+        decode_s += t.decode_s;
       }
+      EXPECT_EQ(result->last_byte_s, last_byte_s);
+      EXPECT_LE(result->last_byte_s, result->kv_ready_s);
+      EXPECT_EQ(result->decode_s, decode_s);
     }
   }
 }

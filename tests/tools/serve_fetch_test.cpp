@@ -87,6 +87,9 @@ TEST(ServeFetch, FetchesVerifiesAndRefuses) {
   EXPECT_EQ(last["policy"], "kvstream");
   EXPECT_GT(last["bytes"].get<double>(), 0);
   EXPECT_GT(last["kv_ready_ms"].get<double>(), 0);
+  EXPECT_GT(last["last_byte_ms"].get<double>(), 0);
+  EXPECT_LE(last["last_byte_ms"].get<double>(), last["kv_ready_ms"].get<double>());
+  EXPECT_GT(last["decode_ms"].get<double>(), 0);
 
   // Without the secret, and for a context that is not served: refused, saying why.
   EXPECT_TRUE(Refuses(std::string(KVSTREAM_CLI) + " fetch --connect " + server.address() + " --context 0 --level int8",
