@@ -3,12 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "bench/cachegen_ref.h"
 #include "bench/codec_transform.h"
+#include "common/whole_file.h"
 #include "kvstream/quality.h"
 
 namespace kvstream::bench {
@@ -17,11 +16,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot open text file " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, uint64_t{256} << 20));
+  return std::string(bytes.begin(), bytes.end());
 }
 
 // Best-of-`reps` seconds of one pass of `pass`, each timing repeated until min_seconds elapse.

@@ -1,11 +1,9 @@
 // Adapter from kvstream's chunk codec to the benchmark's BaselineCodec (see the header).
 #include "bench/kvstream_codec_adapter.h"
 
-#include <fstream>
-#include <iterator>
 #include <memory>
-#include <sstream>
 
+#include "common/whole_file.h"
 #include "kvstream/codec.h"
 #include "kvstream/profile.h"
 
@@ -103,19 +101,14 @@ CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t o
                                   const CodecBenchOptions& options, CalibrationSlice* learned_from) {
   return [=](const Model& model) -> Result<std::vector<std::unique_ptr<BaselineCodec>>> {
     if (!profile_path.empty()) {
-      std::ifstream pin(profile_path, std::ios::binary);
-      if (!pin) return Status::NotFound("cannot open profile " + profile_path);
-      const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(pin)), std::istreambuf_iterator<char>());
+      KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(profile_path, ProfileLimits{}.max_bytes));
       KVSTREAM_ASSIGN_OR_RETURN(Profile profile, Profile::Parse(bytes.data(), bytes.size()));
       KVSTREAM_RETURN_IF_ERROR(
           profile.CheckShape(model.config().n_layers, model.config().kv_dim(), "the model").WithContext(profile_path));
       return LevelCodecs(std::move(profile), {options.fine_fraction, options.fine_level});
     }
-    std::ifstream in(calibration_text, std::ios::binary);
-    if (!in) return Status::NotFound("cannot open calibration text " + calibration_text);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::vector<int> all = model.tokenizer().Encode(ss.str(), true);
+    KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> text, ReadWholeFile(calibration_text, uint64_t{256} << 20));
+    const std::vector<int> all = model.tokenizer().Encode(std::string(text.begin(), text.end()), true);
     const int64_t begin =
         offset >= 0 ? offset : int64_t{options.windows} * (int64_t{options.context_tokens} + options.eval_tokens) + 1;
     const int64_t n = std::min<int64_t>({options.predict ? kPredictionCalibrationTokens : kCalibrationTokens,

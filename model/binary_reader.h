@@ -8,12 +8,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/whole_file.h"  // ReadWholeFile, which every loader reads its file with
 #include "kvstream/status.h"
 
 namespace kvstream::model {
-
-// Reads a whole file; fails with NotFound/IoError naming it, or ResourceExhausted above `max_bytes`.
-Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max_bytes = uint64_t{16} << 30);
 
 // A read cursor over bytes owned elsewhere. Errors read "FILE: FIELD: what".
 class ByteReader {

@@ -35,7 +35,7 @@ Status RunDecode(const Args& args) {
   options.threads = static_cast<int>(threads);
   double seconds = 0, out_fp16_bytes = 0;
   for (const std::string& path : args.positional()) {
-    KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path, options.limits.max_chunk_bytes));
+    KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, options.limits.max_chunk_bytes));
     auto info = InspectChunk(bytes.data(), bytes.size(), options.limits);
     if (!info.ok()) return info.status().WithContext(path);
     if (info->level == kLevelText) {

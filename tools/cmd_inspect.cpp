@@ -76,7 +76,7 @@ Status InspectProfileFile(const std::string& path) {
 
 Status InspectChunkFile(const std::string& path, bool segments) {
   const DecodeLimits limits;
-  KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path, limits.max_chunk_bytes));
+  KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, limits.max_chunk_bytes));
   auto info = InspectChunk(bytes.data(), bytes.size(), limits);
   if (!info.ok()) return info.status().WithContext(path);
   const ChunkInfo& c = *info;
@@ -126,7 +126,7 @@ Status RunInspect(const Args& args) {
   if (args.positional().empty()) return Status::InvalidArgument("inspect: give at least one FILE (see --help)");
   const bool segments = !args.Has("summary");
   for (const std::string& path : args.positional()) {
-    KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> head, ReadFileBytes(path, DecodeLimits{}.max_chunk_bytes));
+    KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> head, ReadWholeFile(path, DecodeLimits{}.max_chunk_bytes));
     if (head.size() >= 4 && std::memcmp(head.data(), codec::kProfileMagic, 4) == 0) {
       KVSTREAM_RETURN_IF_ERROR(InspectProfileFile(path));
     } else {

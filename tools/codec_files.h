@@ -1,40 +1,20 @@
-// File plumbing of the codec commands (encode, decode, inspect, profile, serve): whole-file reads with a
-// size limit, writes, loading a profile file, and the --scheme and fine-rows flags. Header-only.
+// File plumbing of the codec commands (encode, decode, inspect, profile, serve): writes, loading a profile
+// file (reads go through common/whole_file.h), and the --scheme and fine-rows flags. Header-only.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "common/whole_file.h"
 #include "kvstream/codec.h"
 #include "kvstream/profile.h"
 #include "kvstream/status.h"
 #include "tools/command.h"
 
 namespace kvstream::cli {
-
-// A whole regular file of at most max_bytes. Devices, pipes and folders are refused: their size is not
-// known ahead (and /dev/zero has no end).
-inline Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path, uint64_t max_bytes) {
-  std::error_code error;
-  const std::filesystem::file_status status = std::filesystem::status(path, error);
-  if (error || !std::filesystem::exists(status)) return Status::NotFound(path + ": cannot open");
-  if (!std::filesystem::is_regular_file(status)) return Status::InvalidArgument(path + ": not a regular file");
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return Status::NotFound(path + ": cannot open");
-  const std::streamoff size = in.tellg();
-  if (size < 0) return Status::IoError(path + ": cannot tell its size");
-  if (static_cast<uint64_t>(size) > max_bytes) {
-    return Status::ResourceExhausted(path + ": " + std::to_string(size) + " bytes exceeds limit " + std::to_string(max_bytes));
-  }
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  in.seekg(0);
-  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size)) return Status::IoError(path + ": read failed");
-  return bytes;
-}
 
 inline Status WriteFileBytes(const std::string& path, const void* data, size_t size) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -47,7 +27,7 @@ inline Status WriteFileBytes(const std::string& path, const void* data, size_t s
 
 inline Result<Profile> LoadProfileFile(const std::string& path) {
   const ProfileLimits limits;
-  KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path, limits.max_bytes));
+  KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, limits.max_bytes));
   auto profile = Profile::Parse(bytes.data(), bytes.size(), limits);
   if (!profile.ok()) return profile.status().WithContext(path);
   return profile;

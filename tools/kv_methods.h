@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "common/whole_file.h"
 #include "kvstream/model.h"
 #include "kvstream/quality.h"
 #include "bench/codec_transform.h"
 #include "bench/kvstream_codec_adapter.h"
-#include "tools/codec_files.h"
 #include "tools/command.h"
 
 namespace kvstream::cli {
@@ -107,7 +107,7 @@ inline constexpr const char* kDefaultText = "/usr/share/common-licenses/GPL-3";
 
 // Reads a text file (up to 256 MiB) and tokenizes it as a document (BOS first when the model wants it).
 inline Result<std::vector<int>> TokenizeFile(const Model& model, const std::string& path) {
-  auto bytes = ReadFileBytes(path, uint64_t{256} << 20);
+  auto bytes = ReadWholeFile(path, uint64_t{256} << 20);
   if (!bytes.ok()) return bytes.status().WithContext("--text");
   const std::string text(bytes->begin(), bytes->end());
   return model.tokenizer().Encode(text, model.tokenizer().adds_bos());

@@ -1,12 +1,11 @@
-// Whole-file reads with the size checked before allocating.
-#include "model/binary_reader.h"
+#include "common/whole_file.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <sys/stat.h>
 
-namespace kvstream::model {
+namespace kvstream {
 
 Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max_bytes) {
   struct stat st;
@@ -32,4 +31,4 @@ Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max
   return bytes;
 }
 
-}  // namespace kvstream::model
+}  // namespace kvstream

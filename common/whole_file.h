@@ -1,0 +1,17 @@
+// Whole-file reads with the size checked before allocating: what every command and loader that takes a
+// file from the user reads it with.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvstream/status.h"
+
+namespace kvstream {
+
+// Reads a whole regular file; fails with NotFound/IoError naming it, InvalidArgument for a device, pipe or
+// folder (their size is not known ahead, and /dev/zero has no end), or ResourceExhausted above `max_bytes`.
+Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max_bytes = uint64_t{16} << 30);
+
+}  // namespace kvstream
