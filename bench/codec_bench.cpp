@@ -15,11 +15,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Result<std::string> ReadFile(const std::string& path) {
-  KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, uint64_t{256} << 20));
-  return std::string(bytes.begin(), bytes.end());
-}
-
 // Best-of-`reps` seconds of one pass of `pass`, each timing repeated until min_seconds elapse.
 double BestSeconds(const CodecBenchOptions& o, const std::function<Status()>& pass, Status* status) {
   double best = 1e300;
@@ -121,7 +116,7 @@ Status RunCodecBench(const CodecBenchOptions& o, const CodecFactory& extra_codec
   load.threads = 0;
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(o.model, load));
   const ModelConfig& config = model->config();
-  KVSTREAM_ASSIGN_OR_RETURN(std::string text, ReadFile(o.text));
+  KVSTREAM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(o.text));
   const std::vector<int> tokens = model->tokenizer().Encode(text, true);
   // Window w prefills tokens [w (T + M), w (T + M) + T) and scores the M after them (+ the last target).
   const size_t window_tokens = static_cast<size_t>(o.context_tokens) + static_cast<size_t>(o.eval_tokens);

@@ -107,8 +107,8 @@ CodecFactory KvstreamCodecFactory(const std::string& calibration_text, int64_t o
           profile.CheckShape(model.config().n_layers, model.config().kv_dim(), "the model").WithContext(profile_path));
       return LevelCodecs(std::move(profile), {options.fine_fraction, options.fine_level});
     }
-    KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> text, ReadWholeFile(calibration_text, uint64_t{256} << 20));
-    const std::vector<int> all = model.tokenizer().Encode(std::string(text.begin(), text.end()), true);
+    KVSTREAM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(calibration_text));
+    const std::vector<int> all = model.tokenizer().Encode(text, true);
     const int64_t begin =
         offset >= 0 ? offset : int64_t{options.windows} * (int64_t{options.context_tokens} + options.eval_tokens) + 1;
     const int64_t n = std::min<int64_t>({options.predict ? kPredictionCalibrationTokens : kCalibrationTokens,

@@ -212,8 +212,8 @@ Status SweepTransform(const Flags& f, const ModelConfig& config, const QualityMe
 Status Run(const Flags& f) {
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(f.values.at("model")));
   const ModelConfig& config = model->config();
-  KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> text, ReadWholeFile(f.values.at("text"), uint64_t{256} << 20));
-  const std::vector<int> all = model->tokenizer().Encode(std::string(text.begin(), text.end()), true);
+  KVSTREAM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(f.values.at("text")));
+  const std::vector<int> all = model->tokenizer().Encode(text, true);
   const int ctx = f.Int("context-tokens"), ev = f.Int("eval-tokens");
   const int cal_off = f.Int("cal-offset"), cal_n = f.Int("cal-tokens");
   if (cal_off < ctx + ev + 1 || static_cast<size_t>(cal_off + cal_n) > all.size()) {

@@ -31,4 +31,9 @@ Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max
   return bytes;
 }
 
+Result<std::string> ReadTextFile(const std::string& path, uint64_t max_bytes) {
+  KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, max_bytes));
+  return std::string(bytes.begin(), bytes.end());
+}
+
 }  // namespace kvstream

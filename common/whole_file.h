@@ -14,4 +14,8 @@ namespace kvstream {
 // folder (their size is not known ahead, and /dev/zero has no end), or ResourceExhausted above `max_bytes`.
 Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max_bytes = uint64_t{16} << 30);
 
+// The same for a text (a prompt, a calibration text, a JSON file), as a string.
+inline constexpr uint64_t kMaxTextBytes = uint64_t{256} << 20;
+Result<std::string> ReadTextFile(const std::string& path, uint64_t max_bytes = kMaxTextBytes);
+
 }  // namespace kvstream

@@ -1,10 +1,9 @@
 // scheduler/manifest_file.cpp — reading and writing simulation manifests (JSON, nlohmann).
 #include "scheduler/manifest_file.h"
 
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "common/whole_file.h"
 
 namespace kvstream::scheduler {
 namespace {
@@ -66,16 +65,9 @@ Result<ManifestFile> ParseManifestJson(const std::string& text, const std::strin
 }
 
 Result<ManifestFile> LoadManifestFile(const std::string& path) {
-  std::error_code error;
-  const auto size = std::filesystem::file_size(path, error);
-  std::ifstream file(path);
-  if (error || !file) return Status::NotFound("manifest file " + path + " cannot be read");
-  if (size > (256u << 20)) {
-    return Status::ResourceExhausted(path + ": " + std::to_string(size) + " bytes, limit 256 MiB");
-  }
-  std::stringstream text;
-  text << file.rdbuf();
-  return ParseManifestJson(text.str(), path);
+  auto text = ReadTextFile(path);
+  if (!text.ok()) return text.status().WithContext("manifest file");
+  return ParseManifestJson(*text, path);
 }
 
 std::string ManifestToJson(const ManifestFile& f) {

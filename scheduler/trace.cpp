@@ -3,9 +3,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <sstream>
+
+#include "common/whole_file.h"
 
 namespace kvstream::scheduler {
 namespace {
@@ -68,18 +69,11 @@ Result<LinkTrace> LoadTrace(const std::string& name_or_path, const std::string& 
     path = std::filesystem::path(traces_dir) / (name_or_path + ".trace");
     name = name_or_path;
   }
-  std::error_code error;
-  const auto size = std::filesystem::file_size(path, error);
-  std::ifstream file(path);
-  if (error || !file) {
+  if (!std::filesystem::exists(path)) {
     return Status::NotFound("trace '" + name_or_path + "': neither a file nor " + path.string());
   }
-  if (size > (64u << 20)) {
-    return Status::ResourceExhausted(path.string() + ": " + std::to_string(size) + " bytes, limit 64 MiB");
-  }
-  std::stringstream text;
-  text << file.rdbuf();
-  return ParseTrace(text.str(), name);
+  KVSTREAM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path.string(), uint64_t{64} << 20));
+  return ParseTrace(text, name);
 }
 
 }  // namespace kvstream::scheduler

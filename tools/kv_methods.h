@@ -107,10 +107,9 @@ inline constexpr const char* kDefaultText = "/usr/share/common-licenses/GPL-3";
 
 // Reads a text file (up to 256 MiB) and tokenizes it as a document (BOS first when the model wants it).
 inline Result<std::vector<int>> TokenizeFile(const Model& model, const std::string& path) {
-  auto bytes = ReadWholeFile(path, uint64_t{256} << 20);
-  if (!bytes.ok()) return bytes.status().WithContext("--text");
-  const std::string text(bytes->begin(), bytes->end());
-  return model.tokenizer().Encode(text, model.tokenizer().adds_bos());
+  auto text = ReadTextFile(path);
+  if (!text.ok()) return text.status().WithContext("--text");
+  return model.tokenizer().Encode(*text, model.tokenizer().adds_bos());
 }
 
 }  // namespace kvstream::cli

@@ -1,4 +1,5 @@
-// ReadWholeFile: a regular file whole, and every other path refused by name before anything is read.
+// ReadWholeFile and ReadTextFile: a regular file whole, and every other path refused by name before anything
+// is read.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,7 +12,7 @@
 namespace kvstream {
 namespace {
 
-TEST(ReadWholeFile, ReadsARegularFileAndRefusesEverythingElse) {
+TEST(WholeFile, ReadsARegularFileAndRefusesEverythingElse) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("kvstream_whole_file_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -21,6 +22,10 @@ TEST(ReadWholeFile, ReadsARegularFileAndRefusesEverythingElse) {
   auto bytes = ReadWholeFile(file, 8);
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
   EXPECT_EQ(std::string(bytes->begin(), bytes->end()), "kvstream");
+  auto text = ReadTextFile(file, 8);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(*text, "kvstream");
+  EXPECT_EQ(ReadTextFile(file, 7).status().code(), StatusCode::kResourceExhausted);
 
   const auto refused = [](const std::string& path, uint64_t limit, StatusCode code, const std::string& message) {
     auto r = ReadWholeFile(path, limit);
