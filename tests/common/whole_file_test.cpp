@@ -1,22 +1,19 @@
 // ReadWholeFile and ReadTextFile: a regular file whole, and every other path refused by name before anything
 // is read.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "common/whole_file.h"
+#include "tests/test_files.h"
 
 namespace kvstream {
 namespace {
 
 TEST(WholeFile, ReadsARegularFileAndRefusesEverythingElse) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("kvstream_whole_file_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string file = (dir / "bytes").string();
+  const testing::TempDir dir;
+  const std::string file = dir / "bytes";
   std::ofstream(file, std::ios::binary) << "kvstream";
 
   auto bytes = ReadWholeFile(file, 8);
@@ -34,10 +31,9 @@ TEST(WholeFile, ReadsARegularFileAndRefusesEverythingElse) {
     EXPECT_NE(r.status().message().find(message), std::string::npos) << r.status().ToString();
   };
   refused(file, 7, StatusCode::kResourceExhausted, file + ": size 8 bytes exceeds the limit of 7");
-  refused((dir / "missing").string(), 8, StatusCode::kNotFound, "missing: no such file");
-  refused(dir.string(), 8, StatusCode::kInvalidArgument, dir.string() + ": not a regular file");
+  refused(dir / "missing", 8, StatusCode::kNotFound, "missing: no such file");
+  refused(dir.path(), 8, StatusCode::kInvalidArgument, dir.path() + ": not a regular file");
   refused("/dev/zero", 8, StatusCode::kInvalidArgument, "/dev/zero: not a regular file");
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

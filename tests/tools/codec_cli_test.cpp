@@ -3,33 +3,28 @@
 // back here), a lossy level's decode stays near it, inspect prints a chunk's header, and a damaged or cut
 // chunk, a device and a folder are refused with what is wrong.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "common/half.h"
+#include "tests/test_files.h"
 #include "tests/tools/run_shell.h"
 
 namespace {
 
+using kvstream::testing::ReadBytes;
 using kvstream::testing::Refuses;
 using kvstream::testing::RunShell;
+using kvstream::testing::TempDir;
+using kvstream::testing::WriteBytes;
 
 constexpr int kLayers = 5, kTokens = 160, kChannels = 32;  // stories260K: 5 layers, kv_dim 32
 const std::string kModel = " --model stories260K --tokens 160 --threads 1";
-
-std::vector<uint8_t> ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 uint32_t Le(const uint8_t* p, int bytes) {
   uint32_t v = 0;
@@ -69,12 +64,7 @@ std::vector<float> NpyFloats(const std::vector<uint8_t>& npy, const std::string&
 
 class CodecCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("kvstream_codec_cli_test_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string Path(const std::string& name) const { return dir_ / name; }
   // Encodes 160 tokens in chunks of 64 (the last 32) at `level` into folder `name`.
   void Encode(const std::string& level, const std::string& name) {
     std::string out;
@@ -90,7 +80,7 @@ class CodecCli : public ::testing::Test {
     std::string out;
     const std::string dump = " kv dump" + kModel + " --text /usr/share/common-licenses/GPL-3 --out " + Path("kv.npz");
     ASSERT_EQ(RunShell(KVSTREAM_CLI + dump, &out), 0) << out;
-    auto members = StoredZipMembers(ReadFile(Path("kv.npz")));
+    auto members = StoredZipMembers(ReadBytes(Path("kv.npz")));
     ASSERT_TRUE(members.count("k.npy") && members.count("v.npy") && members.count("config.npy")) << members.size();
     const std::string shape = "(5, 160, 32)";  // kLayers, kTokens, kChannels
     *k = NpyFloats(members["k.npy"], shape);
@@ -99,7 +89,7 @@ class CodecCli : public ::testing::Test {
     ASSERT_EQ(v->size(), k->size());
   }
 
-  std::filesystem::path dir_;
+  TempDir dir_;
 };
 
 // Where `kvstream decode --out` put a context value: per chunk (64, 64, 32 tokens) its keys, then its values,
@@ -114,7 +104,7 @@ TEST_F(CodecCli, Fp16ChunksDecodeToTheDumpedKvRounded) {
   Encode("fp16", "fp16");
   std::string out;
   ASSERT_EQ(RunShell(std::string(KVSTREAM_CLI) + " decode " + Chunks("fp16") + " --out " + Path("fp16.raw"), &out), 0) << out;
-  const std::vector<uint8_t> raw = ReadFile(Path("fp16.raw"));
+  const std::vector<uint8_t> raw = ReadBytes(Path("fp16.raw"));
   ASSERT_EQ(raw.size(), static_cast<size_t>(2 * kLayers * kTokens * kChannels * 2));
   std::vector<float> k, v;
   Dump(&k, &v);
@@ -141,7 +131,7 @@ TEST_F(CodecCli, ALossyLevelDecodesNearTheKvAndInspects) {
   out.clear();
   ASSERT_EQ(RunShell(std::string(KVSTREAM_CLI) + " decode " + Chunks("l3") + " --dtype f32 --out " + Path("l3.raw"), &out), 0)
       << out;
-  const std::vector<uint8_t> raw = ReadFile(Path("l3.raw"));
+  const std::vector<uint8_t> raw = ReadBytes(Path("l3.raw"));
   ASSERT_EQ(raw.size(), static_cast<size_t>(2 * kLayers * kTokens * kChannels * 4));
   std::vector<float> k, v;
   Dump(&k, &v);
@@ -166,18 +156,16 @@ TEST_F(CodecCli, ALossyLevelDecodesNearTheKvAndInspects) {
 
 TEST_F(CodecCli, DamagedAndCutChunksAreRefused) {
   Encode("3", "l3");
-  std::vector<uint8_t> bytes = ReadFile(Path("l3/chunk_00001.kvc"));
+  std::vector<uint8_t> bytes = ReadBytes(Path("l3/chunk_00001.kvc"));
   bytes[bytes.size() / 2] ^= 0x10;
-  std::ofstream(Path("flipped.kvc"), std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  WriteBytes(Path("flipped.kvc"), bytes);
   EXPECT_TRUE(Refuses(KVSTREAM_CLI + (" decode " + Path("flipped.kvc")), "does not match stored"));
-  bytes = ReadFile(Path("l3/chunk_00001.kvc"));
+  bytes = ReadBytes(Path("l3/chunk_00001.kvc"));
   bytes.resize(bytes.size() - 100);
-  std::ofstream(Path("cut.kvc"), std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  WriteBytes(Path("cut.kvc"), bytes);
   EXPECT_TRUE(Refuses(KVSTREAM_CLI + (" inspect " + Path("cut.kvc")), "but the buffer holds"));
   // A device without end, and a folder: refused before any read.
-  for (const std::string& path : {std::string("/dev/zero"), dir_.string()}) {
+  for (const std::string& path : {std::string("/dev/zero"), dir_.path()}) {
     EXPECT_TRUE(Refuses(KVSTREAM_CLI + (" decode " + path), path + ": not a regular file"));
   }
 }

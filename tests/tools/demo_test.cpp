@@ -2,21 +2,19 @@
 // stream the context at every method and score each fetch; with a profile, the predicted scheme's levels; bad
 // arguments refused with a message.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <sstream>
 #include <string>
 
+#include "tests/test_files.h"
 #include "tests/tools/run_shell.h"
 
 namespace {
 
 using kvstream::testing::Refuses;
 using kvstream::testing::RunShell;
+using kvstream::testing::TempDir;
 
 const std::string kDemo = std::string(KVSTREAM_CLI) + " demo --model stories260K --tokens 96 --eval-tokens 32 --threads 1";
 
@@ -72,17 +70,14 @@ TEST(Demo, StreamsEveryMethodAndScoresIt) {
 }
 
 TEST(Demo, ServesAProfilesPredictedLevels) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("kvstream_demo_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string profile = (dir / "p.kvp").string();
+  const TempDir dir;
+  const std::string profile = dir / "p.kvp";
   std::string out;
   const std::string learn = " profile --model stories260K --predict --contexts 2 --context-tokens 128 --threads 1 --out ";
   ASSERT_EQ(RunShell(KVSTREAM_CLI + learn + profile, &out), 0) << out;
   out.clear();
   const int status =
       RunShell(kDemo + " --profile " + profile + " --scheme predicted --fine-fraction 0.12 --decode-threads 2", &out);
-  std::filesystem::remove_all(dir);
   ASSERT_EQ(status, 0) << out;
   const std::map<std::string, Row> rows = Table(out);
   ASSERT_TRUE(rows.count("kvstream-predicted-L1") && rows.count("kvstream-predicted-L4")) << out;

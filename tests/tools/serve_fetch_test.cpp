@@ -3,9 +3,7 @@
 // refuses a fetcher without it, and an unknown context is refused with its name. The server is a child
 // process, stopped (bounded) when the test ends.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -13,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/process.h"
+#include "tests/test_files.h"
 #include "tests/tools/json_lines.h"
 #include "tests/tools/run_shell.h"
 
@@ -25,8 +24,7 @@ using kvstream::testing::RunShell;
 // A running `kvstream serve` on 127.0.0.1 at a free port, with a secret in a temporary file.
 class Server {
  public:
-  Server() : dir_(std::filesystem::temp_directory_path() / ("kvstream_serve_test_" + std::to_string(::getpid()))) {
-    std::filesystem::create_directories(dir_);
+  Server() {
     std::ofstream(secret()) << "a shared secret of the test\n";
     auto child = kvstream::cluster::Spawn({KVSTREAM_CLI, "serve", "--listen", "127.0.0.1:0", "--model", "stories260K",
                                            "--tokens", "128", "--chunk-tokens", "64", "--contexts", "2", "--duration-s", "120",
@@ -51,14 +49,13 @@ class Server {
   }
   ~Server() {
     if (child_.pid > 0) kvstream::cluster::Reap(child_, 10, true);
-    std::filesystem::remove_all(dir_);
   }
   const std::string& error() const { return error_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-  std::string secret() const { return (dir_ / "secret").string(); }
+  std::string secret() const { return dir_ / "secret"; }
 
  private:
-  std::filesystem::path dir_;
+  kvstream::testing::TempDir dir_;
   kvstream::cluster::Child child_;
   std::string error_;
   int port_ = 0;
