@@ -96,13 +96,21 @@ Status RunFetch(const Args& args) {
   }
   if (!verify) return Status::Ok();
 
-  // The server's context i is window i of the same text: score its continuation with the fetched KV.
+  // The server's context i is window i of the same text (or the window --window names, for a served KV
+  // dump): score its continuation with the fetched KV.
   KVSTREAM_ASSIGN_OR_RETURN(std::vector<int> tokens, TokenizeFile(*model, args.GetString("text", kDefaultText)));
-  int index = 0;
-  if (context.empty() || context.size() > 6 || context.find_first_not_of("0123456789") != std::string::npos) {
-    return Status::InvalidArgument("--verify needs a context id served by kvstream serve (a window number), got '" + context + "'");
+  int64_t index = 0;
+  if (!args.GetString("window").empty()) {  // Has() reads "0" as unset
+    KVSTREAM_ASSIGN_OR_RETURN(index, args.GetInt("window", 0));
+    if (index < 0 || index > (1 << 20)) {
+      return Status::InvalidArgument("--window = " + std::to_string(index) + ", expected 0..1048576");
+    }
+  } else if (context.empty() || context.size() > 6 || context.find_first_not_of("0123456789") != std::string::npos) {
+    return Status::InvalidArgument(
+        "--verify needs a context id served by kvstream serve (a window number), or --window, got '" + context + "'");
+  } else {
+    index = std::stoi(context);
   }
-  index = std::stoi(context);
   const int window = manifest.manifest.total_tokens;
   const size_t begin = static_cast<size_t>(index) * window;
   if (begin + window + eval_tokens + 1 > tokens.size()) {
@@ -127,7 +135,7 @@ KVSTREAM_REGISTER_COMMAND(fetch, {
     "decode node: fetch a context's KV from kvstream serve, optionally measuring its quality",
     "usage: kvstream fetch --connect HOST:PORT --context ID [--level L | --policy P] [--deadline-ms D]\n"
     "                      [--inflight N] [--decode-threads T] [--secret-file F] [--profile P]\n"
-    "                      [--verify --model M [--text FILE]]\n\n"
+    "                      [--verify --model M [--text FILE] [--window W]]\n\n"
     "  --connect HOST:PORT   the server's control-plane address (required)\n"
     "  --context ID          context id (kvstream serve numbers its windows 0..N-1) (required)\n"
     "  --level L             every chunk at one level: fp16, int8, text, L<n> (default: --policy)\n"
@@ -144,6 +152,8 @@ KVSTREAM_REGISTER_COMMAND(fetch, {
     "  --verify              score the continuation of the context with the fetched KV (needs --model, and\n"
     "                        the server's --text)\n"
     "  --text FILE           the server's text (default /usr/share/common-licenses/GPL-3)\n"
+    "  --window W            the window of --text the context holds, for --verify (default: the context id;\n"
+    "                        a dump of kvstream kv dump --tokens T holds window 0 of T-token windows)\n"
     "  --eval-tokens M       tokens scored by --verify (default 128)\n"
     "  --repeat N            fetch N times on one connection; the last one is reported/verified (default 1)\n"
     "  --json                one JSON object per fetch: context, policy, bytes, kv_ready_ms, inflight, retries,\n"
@@ -151,7 +161,7 @@ KVSTREAM_REGISTER_COMMAND(fetch, {
     "                        chunks' decode time together) (instead of the table)\n"
     "  --tokenizer PATH, --threads N   as for the other model commands",
     {"connect", "context", "level", "policy", "deadline-ms", "inflight", "decode-threads", "secret-file", "model", "text",
-     "eval-tokens", "repeat", "tokenizer", "threads", "profile"},
+     "eval-tokens", "repeat", "tokenizer", "threads", "profile", "window"},
     {"verify", "json"},
     RunFetch,
 });

@@ -1,11 +1,12 @@
-// `kvstream serve`: a prefill node. Prefills windows of a text with a model and serves their KV chunks
-// to `kvstream fetch` (or any Receiver) until interrupted.
+// `kvstream serve`: a prefill node. Prefills windows of a text with a model, or reads KV dumps, and serves
+// their KV chunks to `kvstream fetch` (or any Receiver) until interrupted.
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <thread>
 
+#include "kvstream/kv_dump.h"
 #include "tools/codec_files.h"
 #include "tools/kv_methods.h"
 #include "tools/stream_cli.h"
@@ -15,6 +16,41 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
+
+// A model's geometry as a dump states it: what a sender without --model checks profiles and dumps against.
+ModelConfig ConfigOfDump(const KvDump& d) {
+  ModelConfig c;
+  c.name = "(from the dump)";
+  c.n_layers = d.layers;
+  c.n_heads = d.n_heads;
+  c.n_kv_heads = d.n_kv_heads;
+  c.head_dim = d.rope.head_dim;
+  c.vocab_size = d.vocab_size;
+  c.rope_theta = d.rope.theta;
+  c.rope_layout = d.rope.layout;
+  return c;
+}
+
+// A dump's KV must be what `config` (the model, or the first dump) makes: its shape, heads, RoPE and
+// vocabulary, so that fetchers, profiles and the text level agree with it.
+Status CheckDumpFits(const KvDump& d, const ModelConfig& config, const std::string& what) {
+  const ModelConfig mine = ConfigOfDump(d);
+  const auto differs = [&](const char* field, double ours, double theirs) {
+    char text[160];
+    std::snprintf(text, sizeof text, "%s = %g, %s has %g", field, ours, what.c_str(), theirs);
+    return Status::InvalidArgument(text);
+  };
+  if (mine.n_layers != config.n_layers) return differs("layers", mine.n_layers, config.n_layers);
+  if (mine.n_kv_heads != config.n_kv_heads) return differs("n_kv_heads", mine.n_kv_heads, config.n_kv_heads);
+  if (mine.head_dim != config.head_dim) return differs("head_dim", mine.head_dim, config.head_dim);
+  if (mine.n_heads != config.n_heads) return differs("n_heads", mine.n_heads, config.n_heads);
+  if (mine.vocab_size != config.vocab_size) return differs("vocab_size", mine.vocab_size, config.vocab_size);
+  if (mine.rope_theta != config.rope_theta) return differs("rope_theta", mine.rope_theta, config.rope_theta);
+  if (mine.rope_layout != config.rope_layout) {
+    return differs("rope_layout", static_cast<int>(mine.rope_layout), static_cast<int>(config.rope_layout));
+  }
+  return Status::Ok();
+}
 
 Status RunServe(const Args& args) {
   KVSTREAM_ASSIGN_OR_RETURN(std::string listen, args.Require("listen"));
@@ -29,16 +65,47 @@ Status RunServe(const Args& args) {
   if (chunk_tokens < 1 || chunk_tokens > 65536) return Status::InvalidArgument("--chunk-tokens must be in 1..65536");
   if (cache_mb < 0 || cache_mb > (1 << 20)) return Status::InvalidArgument("--cache-mb must be in 0..1048576");
 
-  KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelFromArgs(args));
-  KVSTREAM_ASSIGN_OR_RETURN(std::vector<int> text_tokens, TokenizeFile(*model, args.GetString("text", kDefaultText)));
+  // The KV served: dumps (from any engine), or windows of a text prefilled with the model.
+  std::vector<std::shared_ptr<const KvDump>> dumps;
+  const std::vector<std::string> dump_paths = SplitList(args.GetString("kv-dump"));
+  if (args.Has("kv-dump")) {
+    for (const char* flag : {"text", "contexts", "tokens"}) {
+      if (args.Has(flag)) {
+        return Status::InvalidArgument(std::string("--") + flag +
+                                       " chooses text windows to prefill; --kv-dump serves dumps instead");
+      }
+    }
+    if (dump_paths.empty()) return Status::InvalidArgument("--kv-dump names no file");
+    if (dump_paths.size() > 1024) {
+      return Status::InvalidArgument("--kv-dump names " + std::to_string(dump_paths.size()) + " files, at most 1024");
+    }
+    for (const std::string& path : dump_paths) {
+      KVSTREAM_ASSIGN_OR_RETURN(KvDump dump, ReadKvDump(path));
+      dumps.push_back(std::make_shared<const KvDump>(std::move(dump)));
+    }
+  }
+  std::unique_ptr<Model> model;
+  if (dumps.empty() || args.Has("model")) {
+    KVSTREAM_ASSIGN_OR_RETURN(model, LoadModelFromArgs(args));
+  }
+  const ModelConfig config = model ? model->config() : ConfigOfDump(*dumps.front());
+  for (size_t i = 0; i < dumps.size(); ++i) {
+    KVSTREAM_RETURN_IF_ERROR(CheckDumpFits(*dumps[i], config, model ? "the model " + config.name : "the first dump")
+                                 .WithContext("--kv-dump " + dump_paths[i]));
+  }
+  std::vector<int> text_tokens;
+  if (dumps.empty()) {
+    KVSTREAM_ASSIGN_OR_RETURN(text_tokens, TokenizeFile(*model, args.GetString("text", kDefaultText)));
+  }
 
   SenderOptions options;
   options.listen_host = host_port.first;
   options.listen_port = host_port.second;
   options.chunk_tokens = static_cast<int>(chunk_tokens);
   options.cache_bytes = static_cast<uint64_t>(cache_mb) << 20;
-  options.control.model_hash = ModelHash(model->config());
-  KVSTREAM_RETURN_IF_ERROR(SetSenderCodec(args, model->config(), &options));
+  // Without a model (dumps alone) the handshake states no model hash, and fetchers of any model are served.
+  options.control.model_hash = model ? ModelHash(config) : 0;
+  KVSTREAM_RETURN_IF_ERROR(SetSenderCodec(args, config, &options, model ? "the model" : "the dumps"));
   if (args.Has("levels")) {
     for (const std::string& item : SplitList(args.GetString("levels"))) {
       Level level;
@@ -51,8 +118,23 @@ Status RunServe(const Args& args) {
   }
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Sender> sender, Sender::Start(options));
 
+  for (size_t i = 0; i < dumps.size(); ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const KvDump& d = *dumps[i];
+    ContextSpec spec;
+    spec.keys = d.keys_view();
+    spec.values = d.values_view();
+    spec.token_ids = d.token_ids;
+    spec.importance = d.importance;
+    spec.owner = dumps[i];
+    KVSTREAM_RETURN_IF_ERROR(sender->Register(std::to_string(i), std::move(spec)));
+    std::printf("context %zu: %s, %d tokens (%s%s%s) encoded in %.2f s\n", i, dump_paths[i].c_str(), d.tokens,
+                DTypeName(d.dtype), d.token_ids.empty() ? ", no token ids: no text level" : "",
+                d.importance.empty() && options.fine_fraction > 0 ? ", no importance: no fine rows" : "",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
   std::vector<std::unique_ptr<TextContext>> prefilled;
-  for (int i = 0; i < contexts; ++i) {
+  for (int i = 0; dumps.empty() && i < contexts; ++i) {
     const auto start = std::chrono::steady_clock::now();
     KVSTREAM_ASSIGN_OR_RETURN(TextContext ctx, PrefillWindow(*model, text_tokens, i, static_cast<int>(tokens)));
     prefilled.push_back(std::make_unique<TextContext>(std::move(ctx)));
@@ -66,8 +148,9 @@ Status RunServe(const Args& args) {
     std::printf("context %d: %lld tokens prefilled and encoded in %.2f s\n", i, static_cast<long long>(tokens),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  std::printf("serving %lld context(s) of model %s on %s:%d (model hash %016llx)%s\n", static_cast<long long>(contexts),
-              model->config().name.c_str(), host_port.first.c_str(), sender->port(),
+  const size_t served = dumps.empty() ? static_cast<size_t>(contexts) : dumps.size();
+  std::printf("serving %zu context(s) of model %s on %s:%d (model hash %016llx)%s\n", served,
+              model ? config.name.c_str() : "(not stated)", host_port.first.c_str(), sender->port(),
               static_cast<unsigned long long>(options.control.model_hash),
               options.control.secret.empty() ? "" : ", shared secret required");
   if (options.profile) {
@@ -97,14 +180,19 @@ Status RunServe(const Args& args) {
 
 KVSTREAM_REGISTER_COMMAND(serve, {
     "serve",
-    "prefill node: serve the KV cache of a text's windows to kvstream fetch",
+    "prefill node: serve the KV cache of a text's windows, or KV dumps, to kvstream fetch",
     "usage: kvstream serve --listen HOST:PORT --model M [--text FILE] [--contexts N] [--tokens T]\n"
     "                      [--chunk-tokens C] [--secret-file F] [--levels LIST] [--cache-mb MB]\n"
-    "                      [--duration-s S] [--profile P] [--scheme S] [--fine-fraction F] [--fine-level L]\n\n"
-    "Context \"i\" is the KV of tokens [i*T, (i+1)*T) of the tokenized text. Each chunk is offered at fp16,\n"
-    "int8, every lossy level of the codec and text (token ids, recomputed by the fetcher's model).\n\n"
+    "                      [--duration-s S] [--profile P] [--scheme S] [--fine-fraction F] [--fine-level L]\n"
+    "       kvstream serve --listen HOST:PORT --kv-dump FILE[,FILE...] [--model M] [flags as above]\n\n"
+    "Context \"i\" is the KV of tokens [i*T, (i+1)*T) of the tokenized text, or with --kv-dump the i-th\n"
+    "dump. Each chunk is offered at fp16, int8, every lossy level of the codec and text (token ids,\n"
+    "recomputed by the fetcher's model; a dump without token ids offers no text).\n\n"
     "  --listen HOST:PORT    control-plane address (required; port 0 picks a free one, printed)\n"
-    "  --model M             model short name or path (required)\n"
+    "  --model M             model short name or path (required without --kv-dump; with it, the dumps must\n"
+    "                        match its shape, heads, RoPE and vocabulary, and fetchers its hash)\n"
+    "  --kv-dump FILES       serve these .npz KV dumps (kvstream kv dump, or numpy.savez from any engine:\n"
+    "                        docs/kv-dump-format.md), all of one model, instead of prefilling --text\n"
     "  --text FILE           text to prefill (default /usr/share/common-licenses/GPL-3)\n"
     "  --contexts N          windows served, ids 0..N-1 (default 1)\n"
     "  --tokens T            tokens per context (default 1024)\n"
@@ -124,8 +212,8 @@ KVSTREAM_REGISTER_COMMAND(serve, {
     "  --tokenizer PATH      tokenizer overriding the one found with the model\n"
     "  --threads N           forward-pass threads (default 0 = all cores)\n\n"
     "The data plane is UCX: UCX_TLS, UCX_NET_DEVICES, UCX_RNDV_THRESH, ... apply (docs/transport.md).",
-    {"listen", "model", "text", "contexts", "tokens", "chunk-tokens", "secret-file", "levels", "cache-mb", "duration-s",
-     "tokenizer", "threads", "profile", "scheme", "fine-fraction", "fine-level"},
+    {"listen", "model", "kv-dump", "text", "contexts", "tokens", "chunk-tokens", "secret-file", "levels", "cache-mb",
+     "duration-s", "tokenizer", "threads", "profile", "scheme", "fine-fraction", "fine-level"},
     {},
     RunServe,
 });

@@ -23,13 +23,16 @@
 
 namespace kvstream::cli {
 
-// A sender's --profile (checked against the model before any prefill, rather than at the first chunk's
-// encode), --scheme and fine rows.
-inline Status SetSenderCodec(const Args& args, const ModelConfig& config, SenderOptions* options) {
+// A sender's --profile (checked against the shape and RoPE of the KV served, `what`: the model's before any
+// prefill, rather than at the first chunk's encode), --scheme and fine rows.
+inline Status SetSenderCodec(const Args& args, const ModelConfig& config, SenderOptions* options,
+                             const std::string& what = "the model") {
   if (args.Has("profile")) {
     KVSTREAM_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(args.GetString("profile")));
-    KVSTREAM_RETURN_IF_ERROR(profile.CheckShape(config.n_layers, config.kv_dim(), "the model")
+    KVSTREAM_RETURN_IF_ERROR(profile.CheckShape(config.n_layers, config.kv_dim(), what)
                                  .WithContext("--profile " + args.GetString("profile")));
+    KVSTREAM_RETURN_IF_ERROR(
+        profile.CheckRope(config.rope(), what).WithContext("--profile " + args.GetString("profile")));
     options->profile = std::make_shared<const Profile>(std::move(profile));
   }
   KVSTREAM_ASSIGN_OR_RETURN(options->scheme, ParseScheme(args.GetString("scheme", "channel-uniform")));

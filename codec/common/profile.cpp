@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <iterator>
 #include <memory>
@@ -428,6 +429,20 @@ Status Profile::CheckShape(int64_t layers, int64_t channels, const std::string& 
                                  std::to_string(data_->channels) + " channels, " + what + " has " + std::to_string(layers) +
                                  " x " + std::to_string(channels));
 }
+Status Profile::CheckRope(const RopeSpec& rope, const std::string& what) const {
+  if (!data_->has_transform) return Status::Ok();
+  const RopeSpec& mine = data_->transform.rope;
+  if (rope.head_dim == mine.head_dim && rope.theta == mine.theta && rope.layout == mine.layout) return Status::Ok();
+  const auto text = [](const RopeSpec& r) {
+    char s[96];
+    std::snprintf(s, sizeof s, "head_dim %d, theta %g, %s", r.head_dim, static_cast<double>(r.theta),
+                  r.layout == RopeLayout::kInterleaved ? "interleaved" : "rotate-half");
+    return std::string(s);
+  };
+  return Status::InvalidArgument("profile '" + data_->model + "' undoes RoPE with " + text(mine) + ", " + what +
+                                 " rotates keys with " + text(rope));
+}
+
 const std::vector<LevelSpec>& Profile::ladder() const { return data_->ladder; }
 const std::vector<LevelQuality>& Profile::quality() const { return data_->quality; }
 

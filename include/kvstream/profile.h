@@ -92,6 +92,9 @@ class Profile {
   // InvalidArgument naming both shapes unless KV of `layers` x `channels` (described by `what`, e.g. "the
   // chunk") can be coded with this profile.
   Status CheckShape(int64_t layers, int64_t channels, const std::string& what) const;
+  // InvalidArgument naming both unless keys rotated with `rope` (by `what`) are what this profile's
+  // transform undoes; Ok for a profile without a transform, which never undoes RoPE.
+  Status CheckRope(const RopeSpec& rope, const std::string& what) const;
   // The lossy levels this profile serves, 1..levels().size(), in order.
   const std::vector<LevelSpec>& ladder() const;
   const std::vector<LevelQuality>& quality() const;  // [level - 1], with the channel-uniform scheme

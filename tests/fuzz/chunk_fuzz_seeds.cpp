@@ -1,12 +1,14 @@
 // Writes the chunk fuzzer's seed corpus: real chunks (stories260K's KV of real text) at every level and
 // scheme, with and without the fuzzer's profile, and a real profile, each behind the mode byte that
-// chunk_decode_fuzz.cpp expects.  usage: chunk_fuzz_seeds OUT_DIR
+// chunk_decode_fuzz.cpp expects; with a second folder, the KV dump fuzzer's too (real dumps of the same KV,
+// behind kv_dump_fuzz.cpp's mode byte).  usage: chunk_fuzz_seeds OUT_DIR [KV_DUMP_OUT_DIR]
 #include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "kvstream/codec.h"
+#include "kvstream/kv_dump.h"
 #include "kvstream/model.h"
 #include "kvstream/profile.h"
 #include "tests/fuzz/fuzz_profile.h"
@@ -29,8 +31,8 @@ bool Write(const std::string& path, uint8_t mode, const std::vector<uint8_t>& by
 
 int main(int argc, char** argv) {
   using namespace kvstream;
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: chunk_fuzz_seeds OUT_DIR\n");
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: chunk_fuzz_seeds OUT_DIR [KV_DUMP_OUT_DIR]\n");
     return 2;
   }
   const std::string dir = argv[1];
@@ -138,5 +140,38 @@ int main(int argc, char** argv) {
   if (!predicted_profile.ok()) return Fail(predicted_profile.status());
   emit("profile_predicted_fixcrc", 0x11, predicted_profile->bytes());
   std::printf("chunk_fuzz_seeds: wrote %d seeds to %s\n", written, dir.c_str());
+  if (argc == 3) {
+    const std::string dump_dir = argv[2];
+    KvDump dump;
+    dump.layers = cache.layers;
+    dump.tokens = tokens;
+    dump.kv_dim = cache.kv_dim;
+    dump.n_heads = (*model)->config().n_heads;
+    dump.n_kv_heads = (*model)->config().n_kv_heads;
+    dump.vocab_size = (*model)->config().vocab_size;
+    dump.rope = (*model)->config().rope();
+    dump.token_ids = ids32;
+    const std::vector<float> importance = cache.Importance();
+    dump.importance.assign(importance.begin(), importance.begin() + tokens);
+    int dumps = 0;
+    for (DType dtype : {DType::kF32, DType::kF16}) {
+      dump.dtype = dtype;
+      dump.keys.resize(static_cast<size_t>(in.keys.numel()) * DTypeSize(dtype));
+      dump.values.resize(dump.keys.size());
+      if (Status st = CopyView(in.keys, dump.keys_view()); !st.ok()) return Fail(st);
+      if (Status st = CopyView(in.values, dump.values_view()); !st.ok()) return Fail(st);
+      if (dtype == DType::kF16) {  // as another engine may write it: no token ids, no importance
+        dump.token_ids.clear();
+        dump.importance.clear();
+      }
+      const std::string path = dump_dir + "/dump_" + DTypeName(dtype) + ".npz";
+      if (Status st = WriteKvDump(dump, path); !st.ok()) return Fail(st);
+      std::ifstream archive_in(path, std::ios::binary);
+      const std::vector<uint8_t> archive((std::istreambuf_iterator<char>(archive_in)), std::istreambuf_iterator<char>());
+      std::remove(path.c_str());
+      dumps += Write(path + "_raw", 0x00, archive) + Write(path + "_fixcrc", 0x01, archive);
+    }
+    std::printf("chunk_fuzz_seeds: wrote %d seeds to %s\n", dumps, dump_dir.c_str());
+  }
   return written > 0 ? 0 : 1;
 }

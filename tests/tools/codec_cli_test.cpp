@@ -1,17 +1,17 @@
 // `kvstream encode`, `inspect`, `decode` and `kv dump` as a user runs them, on the tiny real model: the fp16
-// level's chunks decode to the dumped KV rounded to fp16 bit for bit (docs/kv-dump-format.md's archive read
-// back here), a lossy level's decode stays near it, inspect prints a chunk's header, and a damaged or cut
-// chunk, a device and a folder are refused with what is wrong.
+// level's chunks decode to the dumped KV (read back with ReadKvDump) rounded to fp16 bit for bit, a lossy
+// level's decode stays near it, inspect prints a chunk's header, and a damaged or cut chunk, a device and a
+// folder are refused with what is wrong.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "common/half.h"
+#include "kvstream/kv_dump.h"
 #include "tests/test_files.h"
 #include "tests/tools/run_shell.h"
 
@@ -25,42 +25,6 @@ using kvstream::testing::WriteBytes;
 
 constexpr int kLayers = 5, kTokens = 160, kChannels = 32;  // stories260K: 5 layers, kv_dim 32
 const std::string kModel = " --model stories260K --tokens 160 --threads 1";
-
-uint32_t Le(const uint8_t* p, int bytes) {
-  uint32_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = v << 8 | p[i];
-  return v;
-}
-
-// The members of a stored (uncompressed) ZIP archive, by name: what numpy.savez writes.
-std::map<std::string, std::vector<uint8_t>> StoredZipMembers(const std::vector<uint8_t>& zip) {
-  std::map<std::string, std::vector<uint8_t>> members;
-  size_t at = 0;
-  while (at + 30 <= zip.size() && Le(&zip[at], 4) == 0x04034b50) {
-    EXPECT_EQ(Le(&zip[at + 8], 2), 0u) << "a member is compressed";
-    const size_t size = Le(&zip[at + 18], 4), name = Le(&zip[at + 26], 2), extra = Le(&zip[at + 28], 2);
-    const size_t data = at + 30 + name + extra;
-    if (data + size > zip.size()) break;
-    members[std::string(zip.begin() + static_cast<std::ptrdiff_t>(at + 30),
-                        zip.begin() + static_cast<std::ptrdiff_t>(at + 30 + name))] =
-        std::vector<uint8_t>(zip.begin() + static_cast<std::ptrdiff_t>(data),
-                             zip.begin() + static_cast<std::ptrdiff_t>(data + size));
-    at = data + size;
-  }
-  return members;
-}
-
-// The float32 data of a version 1.0 .npy member whose header names `shape`.
-std::vector<float> NpyFloats(const std::vector<uint8_t>& npy, const std::string& shape) {
-  if (npy.size() < 10 || std::memcmp(npy.data(), "\x93NUMPY\x01\x00", 8) != 0) return {};
-  const size_t header = Le(&npy[8], 2);
-  const std::string dict(npy.begin() + 10, npy.begin() + static_cast<std::ptrdiff_t>(10 + header));
-  EXPECT_NE(dict.find("'descr': '<f4'"), std::string::npos) << dict;
-  EXPECT_NE(dict.find("'shape': " + shape), std::string::npos) << dict;
-  std::vector<float> out((npy.size() - 10 - header) / 4);
-  std::memcpy(out.data(), npy.data() + 10 + header, out.size() * 4);
-  return out;
-}
 
 class CodecCli : public ::testing::Test {
  protected:
@@ -80,13 +44,15 @@ class CodecCli : public ::testing::Test {
     std::string out;
     const std::string dump = " kv dump" + kModel + " --text /usr/share/common-licenses/GPL-3 --out " + Path("kv.npz");
     ASSERT_EQ(RunShell(KVSTREAM_CLI + dump, &out), 0) << out;
-    auto members = StoredZipMembers(ReadBytes(Path("kv.npz")));
-    ASSERT_TRUE(members.count("k.npy") && members.count("v.npy") && members.count("config.npy")) << members.size();
-    const std::string shape = "(5, 160, 32)";  // kLayers, kTokens, kChannels
-    *k = NpyFloats(members["k.npy"], shape);
-    *v = NpyFloats(members["v.npy"], shape);
-    ASSERT_EQ(k->size(), static_cast<size_t>(kLayers * kTokens * kChannels));
-    ASSERT_EQ(v->size(), k->size());
+    auto read = kvstream::ReadKvDump(Path("kv.npz"));
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    ASSERT_EQ(read->dtype, kvstream::DType::kF32);
+    ASSERT_EQ(read->keys.size(), static_cast<size_t>(kLayers * kTokens * kChannels) * 4);
+    ASSERT_EQ(read->tokens, kTokens);
+    k->resize(read->keys.size() / 4);
+    v->resize(k->size());
+    std::memcpy(k->data(), read->keys.data(), read->keys.size());
+    std::memcpy(v->data(), read->values.data(), read->values.size());
   }
 
   TempDir dir_;
@@ -113,7 +79,8 @@ TEST_F(CodecCli, Fp16ChunksDecodeToTheDumpedKvRounded) {
       for (int t = 0; t < kTokens; ++t) {
         for (int c = 0; c < kChannels; ++c) {
           const float want = (kv == 0 ? k : v)[static_cast<size_t>((l * kTokens + t) * kChannels + c)];
-          const uint16_t got = static_cast<uint16_t>(Le(&raw[2 * RawIndex(kv, l, t, c)], 2));
+          const size_t at = 2 * RawIndex(kv, l, t, c);
+          const uint16_t got = static_cast<uint16_t>(raw[at] | raw[at + 1] << 8);
           ASSERT_EQ(got, kvstream::FloatToHalf(want)) << kv << " " << l << " " << t << " " << c;
         }
       }

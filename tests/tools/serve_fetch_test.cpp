@@ -1,7 +1,8 @@
 // `kvstream serve` and `kvstream fetch` as a user runs them, on loopback with the tiny real model: a fetch at
 // a fixed level and one by the kvstream policy, each verified with the quality meter; a server with a secret
-// refuses a fetcher without it, and an unknown context is refused with its name. The server is a child
-// process, stopped (bounded) when the test ends.
+// refuses a fetcher without it, and an unknown context is refused with its name; KV dumps served without a
+// model, and dumps that do not fit refused. The server is a child process, stopped (bounded) when the test
+// ends.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -21,14 +22,14 @@ using kvstream::testing::JsonLines;
 using kvstream::testing::Refuses;
 using kvstream::testing::RunShell;
 
-// A running `kvstream serve` on 127.0.0.1 at a free port, with a secret in a temporary file.
+// A running `kvstream serve` on 127.0.0.1 at a free port, in chunks of 64 tokens, with `flags`.
 class Server {
  public:
-  Server() {
-    std::ofstream(secret()) << "a shared secret of the test\n";
-    auto child = kvstream::cluster::Spawn({KVSTREAM_CLI, "serve", "--listen", "127.0.0.1:0", "--model", "stories260K",
-                                           "--tokens", "128", "--chunk-tokens", "64", "--contexts", "2", "--duration-s", "120",
-                                           "--threads", "1", "--secret-file", secret()});
+  explicit Server(const std::vector<std::string>& flags) {
+    std::vector<std::string> argv = {KVSTREAM_CLI,     "serve", "--listen",     "127.0.0.1:0",
+                                     "--chunk-tokens", "64",    "--duration-s", "120"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    auto child = kvstream::cluster::Spawn(argv);
     if (!child.ok()) {
       error_ = child.status().ToString();
       return;
@@ -52,20 +53,21 @@ class Server {
   }
   const std::string& error() const { return error_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-  std::string secret() const { return dir_ / "secret"; }
 
  private:
-  kvstream::testing::TempDir dir_;
   kvstream::cluster::Child child_;
   std::string error_;
   int port_ = 0;
 };
 
 TEST(ServeFetch, FetchesVerifiesAndRefuses) {
-  Server server;
+  kvstream::testing::TempDir secret_dir;
+  const std::string secret = secret_dir / "secret";
+  std::ofstream(secret) << "a shared secret of the test\n";
+  Server server({"--model", "stories260K", "--tokens", "128", "--contexts", "2", "--threads", "1", "--secret-file", secret});
   ASSERT_EQ(server.error(), "");
-  const std::string fetch = std::string(KVSTREAM_CLI) + " fetch --connect " + server.address() + " --secret-file " +
-                            server.secret() + " --model stories260K --threads 1";
+  const std::string fetch = std::string(KVSTREAM_CLI) + " fetch --connect " + server.address() + " --secret-file " + secret +
+                            " --model stories260K --threads 1";
 
   // A fixed level, verified: 2 chunks of 64 tokens, smaller than fp16's 2 x 64 x layers x channels x 2 x 2.
   std::string out;
@@ -92,6 +94,33 @@ TEST(ServeFetch, FetchesVerifiesAndRefuses) {
   EXPECT_TRUE(Refuses(std::string(KVSTREAM_CLI) + " fetch --connect " + server.address() + " --context 0 --level int8",
                       "PermissionDenied"));
   EXPECT_TRUE(Refuses(fetch + " --context 7 --level int8", "NotFound: sender: context '7' is not registered"));
+}
+
+// `kvstream kv dump`'s archive served by `serve --kv-dump` with no model: the fetched fp16 KV scores as the
+// text's own (its window 0), the token ids give the text level, and dumps that do not fit are refused.
+TEST(ServeFetch, ServesKvDumps) {
+  kvstream::testing::TempDir dir;
+  const std::string dump = dir / "kv.npz";
+  std::string out;
+  const std::string kv_dump = std::string(KVSTREAM_CLI) + " kv dump --model stories260K --tokens 128 --threads 1 " +
+                              "--text /usr/share/common-licenses/GPL-3 --out " + dump;
+  ASSERT_EQ(RunShell(kv_dump, &out), 0) << out;
+  Server server({"--kv-dump", dump + "," + dump});
+  ASSERT_EQ(server.error(), "");
+  const std::string fetch =
+      std::string(KVSTREAM_CLI) + " fetch --connect " + server.address() + " --model stories260K --threads 1";
+  out.clear();
+  ASSERT_EQ(RunShell(fetch + " --context 1 --level fp16 --verify --window 0 --eval-tokens 32", &out), 0) << out;
+  EXPECT_NE(out.find("128 tokens, 2 chunks"), std::string::npos) << out;
+  EXPECT_NE(out.find("top-1 agreement 1.0000"), std::string::npos) << out;
+  out.clear();
+  ASSERT_EQ(RunShell(fetch + " --context 0 --level text", &out), 0) << out;
+  EXPECT_NE(out.find("policy fixed-text"), std::string::npos) << out;
+
+  const std::string serve = std::string(KVSTREAM_CLI) + " serve --listen 127.0.0.1:0 --duration-s 1 --kv-dump ";
+  EXPECT_TRUE(Refuses(serve + dump + " --model tinystories656k --threads 1", "--kv-dump " + dump + ": layers = 5, the model"));
+  EXPECT_TRUE(Refuses(serve + dump + " --text /usr/share/common-licenses/GPL-3", "--text chooses text windows"));
+  EXPECT_TRUE(Refuses(serve + "/usr/share/common-licenses/GPL-3", "not a ZIP archive"));
 }
 
 }  // namespace
