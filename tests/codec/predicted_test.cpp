@@ -370,12 +370,7 @@ TEST(PredictedChunk, ChunksDecodeLikeTheWholeContextWhateverTheInputLayout) {
 TEST(PredictedChunk, RefusesMissingAndWrongProfiles) {
   const auto& kv = Kv();
   // A profile with the transform but no prediction cannot code it.
-  ProfileOptions options;
-  options.transform = true;
-  options.rope = kv.model->config().rope();
-  ProfileBuilder builder(options);
-  ASSERT_TRUE(builder.AddSample(kv.cache.keys(), kv.cache.values()).ok());
-  auto transform_only = builder.Build();
+  auto transform_only = testing::LearnProfile(kv, kTokens, /*transform=*/true, /*predict=*/false);
   ASSERT_TRUE(transform_only.ok());
   EXPECT_FALSE(transform_only->Supports(QuantScheme::kPredicted));
   EXPECT_TRUE(transform_only->QualityOf(QuantScheme::kPredicted).empty());

@@ -15,6 +15,7 @@
 #include "kvstream/codec.h"
 #include "kvstream/profile.h"
 #include "test_views.h"
+#include "transform_reference.h"
 
 namespace kvstream {
 namespace {
@@ -235,22 +236,17 @@ TEST(Profile, SliceStepScalesEqualiseKlPerBitWithinTheClamps) {
 // A profile's transform undoes one model's RoPE: KV rotated otherwise (another base, layout or head size,
 // as a dump from another model may be) is refused by name; a profile without a transform takes any.
 TEST(Profile, CheckRopeNamesBothRotations) {
-  const auto& kv = Kv();
-  ProfileOptions options;
-  options.transform = true;
-  options.rope = kv.model->config().rope();
-  ProfileBuilder builder(options);
-  ASSERT_TRUE(builder.AddSample(kv.cache.keys(), kv.cache.values()).ok());
-  auto p = builder.Build();
+  const RopeSpec rope = Kv().model->config().rope();
+  auto p = testing::LearnProfile(Kv(), kTokens, /*transform=*/true, /*predict=*/false);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
-  EXPECT_TRUE(p->CheckRope(options.rope, "the dump").ok());
-  RopeSpec other = options.rope;
+  EXPECT_TRUE(p->CheckRope(rope, "the dump").ok());
+  RopeSpec other = rope;
   other.theta *= 2;
   Status st = p->CheckRope(other, "the dump");
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("the dump rotates keys with head_dim " + std::to_string(other.head_dim)), std::string::npos)
       << st.ToString();
-  other = options.rope;
+  other = rope;
   other.layout = RopeLayout::kRotateHalf;
   EXPECT_NE(p->CheckRope(other, "the dump").message().find("rotate-half"), std::string::npos);
   EXPECT_TRUE(SharedProfile().CheckRope(other, "the dump").ok());
