@@ -1,10 +1,13 @@
-// `kvstream encode`: prefills a text with a model and writes its KV cache as codec chunks.
+// `kvstream encode`: prefills a text with a model (or reads a KV dump) and writes its KV cache as codec
+// chunks.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 
 #include "kvstream/codec.h"
 #include "tools/codec_files.h"
+#include "tools/kv_dump_args.h"
 #include "tools/kv_methods.h"
 
 namespace kvstream::cli {
@@ -41,20 +44,66 @@ Status RunEncode(const Args& args) {
     KVSTREAM_ASSIGN_OR_RETURN(Profile p, LoadProfileFile(args.GetString("profile")));
     profile = std::move(p);
   }
-  KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelFromArgs(args));
-  KVSTREAM_ASSIGN_OR_RETURN(std::vector<int> ids, TokenizeFile(*model, args.GetString("text", kDefaultText)));
-  if (static_cast<int64_t>(ids.size()) < tokens) {
-    return Status::InvalidArgument("--text has " + std::to_string(ids.size()) + " tokens, fewer than --tokens " + std::to_string(tokens));
+  // The KV encoded: a dump's (from any engine), or the first T tokens of a text prefilled with the model.
+  std::shared_ptr<const KvDump> dump;
+  const std::vector<std::string> dump_paths = SplitList(args.GetString("kv-dump"));
+  if (args.Has("kv-dump")) {
+    for (const char* flag : {"text", "tokens"}) {
+      if (args.Has(flag)) {
+        return Status::InvalidArgument(std::string("--") + flag + " chooses text to prefill; --kv-dump encodes a dump instead");
+      }
+    }
+    if (dump_paths.size() != 1) return Status::InvalidArgument("--kv-dump: encode takes one file");
+    KVSTREAM_ASSIGN_OR_RETURN(auto dumps, ReadKvDumpArgs(dump_paths));
+    dump = dumps.front();
+    tokens = dump->tokens;
   }
-  ids.resize(static_cast<size_t>(tokens));
-  KvCache cache = KvCache::Allocate(model->config(), static_cast<int>(tokens));
-  KVSTREAM_RETURN_IF_ERROR(model->Forward(ids, cache, nullptr));
-  const std::vector<float> importance = cache.Importance();
-  const float fine_min_importance = FineRowsThreshold(importance.data(), tokens, fine_fraction);
+  std::unique_ptr<Model> model;
+  if (!dump || args.Has("model")) {
+    KVSTREAM_ASSIGN_OR_RETURN(model, LoadModelFromArgs(args));
+  }
+  const ModelConfig config = model ? model->config() : ConfigOfDump(*dump);
+  if (dump && model) KVSTREAM_RETURN_IF_ERROR(CheckDumpsFit({dump}, dump_paths, config, "the model " + config.name));
+  const std::string kv_name = model ? "the model" : "the dump";
+  if (profile) {
+    KVSTREAM_RETURN_IF_ERROR(profile->CheckShape(config.n_layers, config.kv_dim(), kv_name).WithContext("--profile"));
+    KVSTREAM_RETURN_IF_ERROR(profile->CheckRope(config.rope(), kv_name).WithContext("--profile"));
+  }
+  KvCache cache;
+  TensorView keys, values;
+  std::vector<int32_t> ids32;
+  std::vector<float> importance;
+  if (dump) {
+    keys = dump->keys_view();
+    values = dump->values_view();
+    ids32 = dump->token_ids;
+    importance = dump->importance;
+  } else {
+    KVSTREAM_ASSIGN_OR_RETURN(std::vector<int> ids, TokenizeFile(*model, args.GetString("text", kDefaultText)));
+    if (static_cast<int64_t>(ids.size()) < tokens) {
+      return Status::InvalidArgument("--text has " + std::to_string(ids.size()) + " tokens, fewer than --tokens " +
+                                     std::to_string(tokens));
+    }
+    ids.resize(static_cast<size_t>(tokens));
+    cache = KvCache::Allocate(config, static_cast<int>(tokens));
+    KVSTREAM_RETURN_IF_ERROR(model->Forward(ids, cache, nullptr));
+    keys = cache.keys();
+    values = cache.values();
+    ids32.assign(ids.begin(), ids.end());
+    importance = cache.Importance();
+  }
+  if (level == kLevelText && ids32.empty()) {
+    return Status::InvalidArgument("--level text: the dump has no token ids (tokens.npy) to send");
+  }
+  if (fine_fraction > 0 && importance.empty()) {
+    std::printf("the dump has no importance (importance.npy): no fine rows\n");
+    fine_fraction = 0;
+  }
+  const float fine_min_importance =
+      importance.empty() ? std::numeric_limits<float>::infinity() : FineRowsThreshold(importance.data(), tokens, fine_fraction);
   // Engines keep KV in 16 bits: encode from the dtype a serving engine would hand over.
-  const int64_t L = cache.layers, C = cache.kv_dim;
+  const int64_t L = keys.layers(), C = keys.channels();
   std::vector<uint16_t> k16, v16;
-  TensorView keys = cache.keys(), values = cache.values();
   if (dtype != DType::kF32) {
     k16.resize(static_cast<size_t>(L * tokens * C));
     v16.resize(k16.size());
@@ -67,11 +116,11 @@ Status RunEncode(const Args& args) {
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) return Status::IoError("--out " + out_dir + ": " + ec.message());
-  std::vector<int32_t> ids32(ids.begin(), ids.end());
   uint64_t total = 0;
   double encode_s = 0;
-  std::printf("model %s, %lld tokens, %lld layers x %lld channels, level %s, scheme %s, tables %s\n",
-              model->config().name.c_str(), static_cast<long long>(tokens), static_cast<long long>(L), static_cast<long long>(C),
+  std::printf("%s %s, %lld tokens, %lld layers x %lld channels, level %s, scheme %s, tables %s\n", dump ? "dump" : "model",
+              dump ? dump_paths.front().c_str() : config.name.c_str(), static_cast<long long>(tokens),
+              static_cast<long long>(L), static_cast<long long>(C),
               LevelName(level).c_str(), QuantSchemeName(scheme), profile ? HashHex(profile->hash()).c_str() : "in-chunk");
   for (int64_t t0 = 0, i = 0; t0 < tokens; t0 += chunk_tokens, ++i) {
     const int64_t n = std::min(chunk_tokens, tokens - t0);
@@ -83,8 +132,8 @@ Status RunEncode(const Args& args) {
       v->shape[1] = n;
     }
     in.token_begin = t0;
-    in.token_ids = ids32.data() + t0;
-    in.importance = importance.data() + t0;
+    in.token_ids = ids32.empty() ? nullptr : ids32.data() + t0;
+    in.importance = importance.empty() ? nullptr : importance.data() + t0;
     EncodeOptions eo;
     eo.level = level;
     eo.scheme = scheme;
@@ -114,14 +163,19 @@ Status RunEncode(const Args& args) {
 
 KVSTREAM_REGISTER_COMMAND(encode, {
     "encode",
-    "prefill a text with a model and write its KV cache as codec chunks",
+    "prefill a text with a model (or read a KV dump) and write its KV cache as codec chunks",
     "usage: kvstream encode --model M --out DIR [--text FILE] [--tokens T] [--chunk-tokens N] [--level L]\n"
     "                       [--profile P] [--scheme S] [--fine-fraction F] [--fine-level L] [--dtype D]\n"
-    "                       [--codec-threads N] [--tokenizer PATH] [--threads N]\n\n"
-    "Runs the first T tokens of the text through the model and encodes the KV cache in chunks of N tokens\n"
-    "(the last may be shorter) as DIR/chunk_00000.kvc, chunk_00001.kvc, ... (format: docs/format.md).\n"
-    "Prints each chunk's size and the total bits per value.\n\n"
-    "  --model M          model short name (stories260K, tinystories656k, smollm2) or path (required)\n"
+    "                       [--codec-threads N] [--tokenizer PATH] [--threads N]\n"
+    "       kvstream encode --kv-dump FILE --out DIR [--model M] [flags as above but --text, --tokens]\n\n"
+    "Runs the first T tokens of the text through the model (or takes a KV dump's KV) and encodes the KV\n"
+    "cache in chunks of N tokens (the last may be shorter) as DIR/chunk_00000.kvc, chunk_00001.kvc, ...\n"
+    "(format: docs/format.md). Prints each chunk's size and the total bits per value.\n\n"
+    "  --model M          model short name (stories260K, tinystories656k, smollm2) or path (required\n"
+    "                     without --kv-dump; with it, the dump must match its shape, heads and RoPE)\n"
+    "  --kv-dump FILE     encode this .npz KV dump (kvstream kv dump, or numpy.savez from any engine:\n"
+    "                     docs/kv-dump-format.md) instead of prefilling --text; level text needs its token\n"
+    "                     ids, fine rows its importance\n"
     "  --out DIR          output folder, created if missing (required)\n"
     "  --text FILE        text to prefill (default /usr/share/common-licenses/GPL-3)\n"
     "  --tokens T         tokens to prefill (default 1024)\n"
@@ -139,8 +193,8 @@ KVSTREAM_REGISTER_COMMAND(encode, {
     "  --codec-threads N  threads encoding a chunk's segments (default 1)\n"
     "  --tokenizer PATH   tokenizer overriding the one found with the model\n"
     "  --threads N        OpenBLAS threads for the forward pass (default 0 = all cores)",
-    {"model", "out", "text", "tokens", "chunk-tokens", "level", "profile", "scheme", "fine-fraction", "fine-level", "dtype",
-     "codec-threads", "tokenizer", "threads"},
+    {"model", "out", "kv-dump", "text", "tokens", "chunk-tokens", "level", "profile", "scheme", "fine-fraction", "fine-level",
+     "dtype", "codec-threads", "tokenizer", "threads"},
     {},
     RunEncode,
 });

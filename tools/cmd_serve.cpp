@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <thread>
 
-#include "kvstream/kv_dump.h"
 #include "tools/codec_files.h"
+#include "tools/kv_dump_args.h"
 #include "tools/kv_methods.h"
 #include "tools/stream_cli.h"
 
@@ -16,41 +16,6 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
-
-// A model's geometry as a dump states it: what a sender without --model checks profiles and dumps against.
-ModelConfig ConfigOfDump(const KvDump& d) {
-  ModelConfig c;
-  c.name = "(from the dump)";
-  c.n_layers = d.layers;
-  c.n_heads = d.n_heads;
-  c.n_kv_heads = d.n_kv_heads;
-  c.head_dim = d.rope.head_dim;
-  c.vocab_size = d.vocab_size;
-  c.rope_theta = d.rope.theta;
-  c.rope_layout = d.rope.layout;
-  return c;
-}
-
-// A dump's KV must be what `config` (the model, or the first dump) makes: its shape, heads, RoPE and
-// vocabulary, so that fetchers, profiles and the text level agree with it.
-Status CheckDumpFits(const KvDump& d, const ModelConfig& config, const std::string& what) {
-  const ModelConfig mine = ConfigOfDump(d);
-  const auto differs = [&](const char* field, double ours, double theirs) {
-    char text[160];
-    std::snprintf(text, sizeof text, "%s = %g, %s has %g", field, ours, what.c_str(), theirs);
-    return Status::InvalidArgument(text);
-  };
-  if (mine.n_layers != config.n_layers) return differs("layers", mine.n_layers, config.n_layers);
-  if (mine.n_kv_heads != config.n_kv_heads) return differs("n_kv_heads", mine.n_kv_heads, config.n_kv_heads);
-  if (mine.head_dim != config.head_dim) return differs("head_dim", mine.head_dim, config.head_dim);
-  if (mine.n_heads != config.n_heads) return differs("n_heads", mine.n_heads, config.n_heads);
-  if (mine.vocab_size != config.vocab_size) return differs("vocab_size", mine.vocab_size, config.vocab_size);
-  if (mine.rope_theta != config.rope_theta) return differs("rope_theta", mine.rope_theta, config.rope_theta);
-  if (mine.rope_layout != config.rope_layout) {
-    return differs("rope_layout", static_cast<int>(mine.rope_layout), static_cast<int>(config.rope_layout));
-  }
-  return Status::Ok();
-}
 
 Status RunServe(const Args& args) {
   KVSTREAM_ASSIGN_OR_RETURN(std::string listen, args.Require("listen"));
@@ -75,24 +40,14 @@ Status RunServe(const Args& args) {
                                        " chooses text windows to prefill; --kv-dump serves dumps instead");
       }
     }
-    if (dump_paths.empty()) return Status::InvalidArgument("--kv-dump names no file");
-    if (dump_paths.size() > 1024) {
-      return Status::InvalidArgument("--kv-dump names " + std::to_string(dump_paths.size()) + " files, at most 1024");
-    }
-    for (const std::string& path : dump_paths) {
-      KVSTREAM_ASSIGN_OR_RETURN(KvDump dump, ReadKvDump(path));
-      dumps.push_back(std::make_shared<const KvDump>(std::move(dump)));
-    }
+    KVSTREAM_ASSIGN_OR_RETURN(dumps, ReadKvDumpArgs(dump_paths));
   }
   std::unique_ptr<Model> model;
   if (dumps.empty() || args.Has("model")) {
     KVSTREAM_ASSIGN_OR_RETURN(model, LoadModelFromArgs(args));
   }
   const ModelConfig config = model ? model->config() : ConfigOfDump(*dumps.front());
-  for (size_t i = 0; i < dumps.size(); ++i) {
-    KVSTREAM_RETURN_IF_ERROR(CheckDumpFits(*dumps[i], config, model ? "the model " + config.name : "the first dump")
-                                 .WithContext("--kv-dump " + dump_paths[i]));
-  }
+  KVSTREAM_RETURN_IF_ERROR(CheckDumpsFit(dumps, dump_paths, config, model ? "the model " + config.name : "the first dump"));
   std::vector<int> text_tokens;
   if (dumps.empty()) {
     KVSTREAM_ASSIGN_OR_RETURN(text_tokens, TokenizeFile(*model, args.GetString("text", kDefaultText)));

@@ -121,6 +121,24 @@ TEST_F(CodecCli, ALossyLevelDecodesNearTheKvAndInspects) {
   EXPECT_GT(error, 0.0) << "L3 is lossy";
 }
 
+// A dump of the same KV encodes, without a model, to the same chunks as the prefill; flags that choose text
+// to prefill are refused beside it.
+TEST_F(CodecCli, ADumpEncodesToTheSameChunksAsThePrefill) {
+  std::vector<float> k, v;
+  Dump(&k, &v);
+  std::string out;
+  const std::string encode = std::string(KVSTREAM_CLI) + " encode --kv-dump " + Path("kv.npz") + " --chunk-tokens 64 --level 3";
+  ASSERT_EQ(RunShell(encode + " --out " + Path("from_dump"), &out), 0) << out;
+  EXPECT_NE(out.find("tokens [128, 160)"), std::string::npos) << out;
+  out.clear();
+  const std::string prefill = std::string(KVSTREAM_CLI) + " encode" + kModel + " --chunk-tokens 64 --level 3";
+  ASSERT_EQ(RunShell(prefill + " --out " + Path("from_prefill"), &out), 0) << out;
+  for (const char* chunk : {"/chunk_00000.kvc", "/chunk_00001.kvc", "/chunk_00002.kvc"}) {
+    EXPECT_EQ(ReadBytes(Path("from_dump") + chunk), ReadBytes(Path("from_prefill") + chunk)) << chunk;
+  }
+  EXPECT_TRUE(Refuses(encode + " --tokens 64 --out " + Path("x"), "--tokens chooses text to prefill"));
+}
+
 TEST_F(CodecCli, DamagedAndCutChunksAreRefused) {
   Encode("3", "l3");
   std::vector<uint8_t> bytes = ReadBytes(Path("l3/chunk_00001.kvc"));
