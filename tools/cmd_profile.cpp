@@ -11,6 +11,7 @@
 #include "kvstream/profile.h"
 #include "kvstream/quality.h"
 #include "tools/codec_files.h"
+#include "tools/kv_dump_args.h"
 #include "bench/codec_transform.h"
 #include "bench/kvstream_codec_adapter.h"
 #include "tools/kv_methods.h"
@@ -63,7 +64,8 @@ Result<std::vector<double>> MeasureSliceSensitivity(const QualityMeter& meter,
 // The sample windows and the held-out window (a context and its continuation, + 1 token for the last
 // target) from one text or several (--text A,B,...): sample window i comes from text i mod n, each text's
 // windows one after the other from its start, so that the profile learns from every kind of text alike;
-// the held-out window follows the first text's sample windows.
+// the held-out window follows the first text's sample windows (with no sample windows, when the samples are
+// KV dumps, it is the first text's first window).
 struct SampleWindows {
   std::vector<std::vector<int>> contexts;
   std::vector<int> held_out;
@@ -77,7 +79,7 @@ Result<SampleWindows> CutSampleWindows(const Model& model, const std::string& te
   }
   if (paths.empty()) return Status::InvalidArgument("--text: no file given");
   const int64_t n = static_cast<int64_t>(paths.size());
-  if (n > contexts) {
+  if (contexts > 0 && n > contexts) {
     return Status::InvalidArgument("--text: " + std::to_string(n) + " files for " + std::to_string(contexts) +
                                    " contexts (each file gives at least one)");
   }
@@ -149,8 +151,20 @@ Status RunProfile(const Args& args) {
   KVSTREAM_RETURN_IF_ERROR(ParseFineRows(args, &fine_fraction, &fine_level));
 
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelFromArgs(args));
-  KVSTREAM_ASSIGN_OR_RETURN(SampleWindows windows, CutSampleWindows(*model, args.GetString("text", kDefaultText), contexts,
-                                                                     context_tokens, eval_tokens));
+  // The samples: KV dumps (another engine's KV of the model), or windows of the text prefilled here.
+  std::vector<std::shared_ptr<const KvDump>> dumps;
+  const std::vector<std::string> dump_paths = SplitList(args.GetString("kv-dump"));
+  if (args.Has("kv-dump")) {
+    if (args.Has("contexts")) {
+      return Status::InvalidArgument("--contexts counts text windows to learn from; with --kv-dump the dumps are the samples");
+    }
+    KVSTREAM_ASSIGN_OR_RETURN(dumps, ReadKvDumpArgs(dump_paths));
+    KVSTREAM_RETURN_IF_ERROR(CheckDumpsFit(dumps, dump_paths, model->config(), "the model " + model->config().name));
+    contexts = static_cast<int64_t>(dumps.size());
+  }
+  const int64_t text_windows = dumps.empty() ? contexts : 0;
+  KVSTREAM_ASSIGN_OR_RETURN(SampleWindows windows, CutSampleWindows(*model, args.GetString("text", kDefaultText),
+                                                                     text_windows, context_tokens, eval_tokens));
   ProfileOptions options;
   options.model = model->config().name.substr(0, 255);
   options.max_tables = static_cast<int>(max_tables);
@@ -165,6 +179,7 @@ Status RunProfile(const Args& args) {
     options.ladder = LadderOfSteps(model->config().n_layers, steps);
   }
   ProfileBuilder builder(options);
+  for (const auto& dump : dumps) KVSTREAM_RETURN_IF_ERROR(builder.AddSample(dump->keys_view(), dump->values_view()));
   for (const std::vector<int>& window : windows.contexts) {
     KvCache cache = KvCache::Allocate(model->config(), static_cast<int>(context_tokens));
     KVSTREAM_RETURN_IF_ERROR(model->Forward(window, cache, nullptr));
@@ -174,9 +189,13 @@ Status RunProfile(const Args& args) {
 
   KVSTREAM_ASSIGN_OR_RETURN(QualityMeter meter, QualityMeter::Create(*model, std::move(windows.held_out),
                                                                      QualityOptions{static_cast<int>(context_tokens), static_cast<int>(eval_tokens)}));
-  std::printf("profile of %s: %d layers x %d channels, %lld contexts of %lld tokens, %lld tables per level\n",
-              options.model.c_str(), profile.layers(), profile.channels(), static_cast<long long>(contexts),
-              static_cast<long long>(context_tokens), static_cast<long long>(max_tables));
+  int64_t dump_tokens = 0;
+  for (const auto& dump : dumps) dump_tokens += dump->tokens;
+  const std::string samples =
+      dumps.empty() ? std::to_string(contexts) + " contexts of " + std::to_string(context_tokens) + " tokens"
+                    : std::to_string(dumps.size()) + " KV dumps of " + std::to_string(dump_tokens) + " tokens";
+  std::printf("profile of %s: %d layers x %d channels, %s, %lld tables per level\n", options.model.c_str(), profile.layers(),
+              profile.channels(), samples.c_str(), static_cast<long long>(max_tables));
   if (args.Has("weigh-slices")) {
     // Measured with the scheme the profile serves best, at its most aggressive level but one.
     const QuantScheme scheme = options.predict ? QuantScheme::kPredicted
@@ -276,7 +295,8 @@ Status RunProfile(const Args& args) {
 KVSTREAM_REGISTER_COMMAND(profile, {
     "profile",
     "learn a model's codec profile (level ladder, quantisation parameters, entropy tables)",
-    "usage: kvstream profile --model M --out PROFILE [--text FILE[,FILE...]] [--contexts N] [--context-tokens T]\n"
+    "usage: kvstream profile --model M --out PROFILE [--text FILE[,FILE...]] [--contexts N | --kv-dump FILES]\n"
+    "                        [--context-tokens T]\n"
     "                        [--max-tables K] [--channel-exponent A] [--chunk-tokens C] [--eval-tokens E]\n"
     "                        [--transform] [--predict [--byte-predictors]] [--fine-fraction F]\n"
     "                        [--fine-level L] [--weigh-slices] [--ladder M1,M2,...] [--measure]\n"
@@ -294,6 +314,9 @@ KVSTREAM_REGISTER_COMMAND(profile, {
     "                         several kinds of text serves unlike text better (docs/codec.md, \"What the\n"
     "                         profile learns from\")\n"
     "  --contexts N           sample windows (default 4)\n"
+    "  --kv-dump FILES        learn from these .npz KV dumps instead of text windows (another engine's KV of\n"
+    "                         the model, numpy.savez: docs/kv-dump-format.md); the held-out window is then\n"
+    "                         --text's first, so name a text the dumps do not hold\n"
     "  --context-tokens T     tokens per window (default 512)\n"
     "  --max-tables K         rANS tables per level shared by all channels, 1..255 (default 16; more give\n"
     "                         slightly smaller chunks that decode slower)\n"
@@ -328,8 +351,8 @@ KVSTREAM_REGISTER_COMMAND(profile, {
     "  --measure              measure and record each level's quality (top-1 agreement, ppl, KL)\n"
     "  --tokenizer PATH       tokenizer overriding the one found with the model\n"
     "  --threads N            OpenBLAS threads for the forward pass (default 0 = all cores)",
-    {"model", "out", "text", "contexts", "context-tokens", "max-tables", "channel-exponent", "chunk-tokens", "eval-tokens",
-     "tokenizer", "threads", "fine-fraction", "fine-level", "ladder"},
+    {"model", "out", "text", "contexts", "kv-dump", "context-tokens", "max-tables", "channel-exponent", "chunk-tokens",
+     "eval-tokens", "tokenizer", "threads", "fine-fraction", "fine-level", "ladder"},
     {"measure", "transform", "predict", "byte-predictors", "weigh-slices"},
     RunProfile,
 });

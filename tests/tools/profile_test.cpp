@@ -116,4 +116,28 @@ TEST(Profile, SeveralTextsShareTheWindowsAndEachMustHoldItsOwn) {
   std::remove(short_text.c_str());
 }
 
+// Another engine's KV reaches the profile as dumps: a profile learned from a dump of GPL-2 sizes the levels
+// on GPL-3's held-out window and serves the predicted scheme; --contexts beside it is refused.
+TEST(Profile, LearnsFromKvDumps) {
+  const std::string stem = ::testing::TempDir() + "kvstream_profile_dump_" + std::to_string(::getpid());
+  std::string out;
+  const std::string dump = std::string(KVSTREAM_CLI) + " kv dump --model stories260K --tokens 256 --threads 1 " +
+                           "--text /usr/share/common-licenses/GPL-2 --out " + stem + ".npz";
+  ASSERT_EQ(RunShell(dump, &out), 0) << out;
+  const std::string profile = std::string(KVSTREAM_CLI) + " profile --model stories260K --kv-dump " + stem +
+                              ".npz --context-tokens 128 --eval-tokens 32 --predict --threads 1 --out " + stem + ".kvp";
+  out.clear();
+  ASSERT_EQ(RunShell(profile, &out), 0) << out;
+  EXPECT_NE(out.find("1 KV dumps of 256 tokens"), std::string::npos) << out;
+  EXPECT_NE(out.find("predicted scheme"), std::string::npos) << out;
+  out.clear();
+  const std::string encode = std::string(KVSTREAM_CLI) + " encode --kv-dump " + stem + ".npz --profile " + stem +
+                             ".kvp --scheme predicted --level 3 --out " + stem + "_chunks";
+  ASSERT_EQ(RunShell(encode, &out), 0) << out;
+  out.clear();
+  ASSERT_NE(RunShell(profile + " --contexts 2", &out), 0);
+  EXPECT_NE(out.find("with --kv-dump the dumps are the samples"), std::string::npos) << out;
+  std::system(("rm -rf " + stem + ".npz " + stem + ".kvp " + stem + "_chunks").c_str());
+}
+
 }  // namespace
