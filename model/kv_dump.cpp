@@ -34,6 +34,22 @@ void Put32(std::vector<uint8_t>& b, uint32_t v) {
   Put16(b, static_cast<uint16_t>(v >> 16));
 }
 
+// What makes a model's heads inconsistent (what both the writer and the reader refuse), or "".
+std::string GeometryError(const KvDump& d) {
+  if (d.n_kv_heads < 1 || d.n_heads < 1 || d.rope.head_dim < 1 || d.vocab_size < 1) {
+    return "n_heads, n_kv_heads, head_dim and vocab_size must be positive";
+  }
+  if (d.kv_dim != d.n_kv_heads * d.rope.head_dim) {
+    return "kv_dim = " + std::to_string(d.kv_dim) + " is not n_kv_heads x head_dim = " + std::to_string(d.n_kv_heads) + " x " +
+           std::to_string(d.rope.head_dim);
+  }
+  if (d.n_heads % d.n_kv_heads != 0) {
+    return "n_heads = " + std::to_string(d.n_heads) + " is not a multiple of n_kv_heads = " + std::to_string(d.n_kv_heads);
+  }
+  if (d.rope.head_dim % 2 != 0) return "head_dim = " + std::to_string(d.rope.head_dim) + " is odd";
+  return "";
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Writing
 
@@ -149,9 +165,7 @@ Status CheckDumpFields(const KvDump& d) {
     return Status::InvalidArgument("kv dump: keys and values must hold layers x tokens x kv_dim = " + std::to_string(values) +
                                    " values each");
   }
-  if (d.n_kv_heads < 1 || d.kv_dim != d.n_kv_heads * d.rope.head_dim) {
-    return Status::InvalidArgument("kv dump: kv_dim = " + std::to_string(d.kv_dim) + " is not n_kv_heads x head_dim");
-  }
+  if (const std::string geometry = GeometryError(d); !geometry.empty()) return Status::InvalidArgument("kv dump: " + geometry);
   if (!d.token_ids.empty() && d.token_ids.size() != static_cast<size_t>(d.tokens)) {
     return Status::InvalidArgument("kv dump: token_ids must be empty or hold one id per token");
   }
@@ -488,16 +502,8 @@ Status ReadConfig(const NpyArray& config, KvDump* d) {
   d->rope.head_dim = static_cast<int>(v[5]);
   d->rope.layout = static_cast<RopeLayout>(v[6]);
   d->vocab_size = static_cast<int>(v[7]);
-  if (d->kv_dim != d->n_kv_heads * d->rope.head_dim) {
-    return Status::CorruptData("config.npy: kv_dim = " + std::to_string(d->kv_dim) + " is not n_kv_heads x head_dim = " +
-                               std::to_string(d->n_kv_heads) + " x " + std::to_string(d->rope.head_dim));
-  }
-  if (d->n_heads % d->n_kv_heads != 0) {
-    return Status::CorruptData("config.npy: n_heads = " + std::to_string(d->n_heads) +
-                               " is not a multiple of n_kv_heads = " + std::to_string(d->n_kv_heads));
-  }
-  if (d->rope.head_dim % 2 != 0)
-    return Status::CorruptData("config.npy: head_dim = " + std::to_string(d->rope.head_dim) + " is odd");
+  const std::string geometry = GeometryError(*d);
+  if (!geometry.empty()) return Status::CorruptData("config.npy: " + geometry);
   return Status::Ok();
 }
 
