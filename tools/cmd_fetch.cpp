@@ -5,6 +5,7 @@
 
 #include "kvstream/scheduler.h"
 #include "tools/codec_files.h"
+#include "tools/kv_dump_args.h"
 #include "tools/kv_methods.h"
 #include "tools/stream_cli.h"
 
@@ -40,9 +41,13 @@ Status RunFetch(const Args& args) {
   }
 
   const bool verify = args.Has("verify");
+  const std::string out_path = args.GetString("out");
   std::unique_ptr<Model> model;
   if (verify || args.Has("model")) {
     KVSTREAM_ASSIGN_OR_RETURN(model, LoadModelFromArgs(args));
+  }
+  if (!out_path.empty() && !model) {
+    return Status::InvalidArgument("--out needs --model: a dump states the model's heads and RoPE");
   }
   ReceiverOptions options;
   options.max_inflight_chunks = static_cast<int>(inflight);
@@ -94,6 +99,11 @@ Status RunFetch(const Args& args) {
                 1000 * result.last_byte_s, 1000 * (result.kv_ready_s - result.last_byte_s), 1000 * result.decode_s,
                 static_cast<long long>(decode_threads));
   }
+  if (!out_path.empty()) {
+    KVSTREAM_ASSIGN_OR_RETURN(KvDump dump, KvDumpOf(model->config(), fetched));
+    KVSTREAM_RETURN_IF_ERROR(WriteKvDump(dump, out_path).WithContext("--out"));
+    if (!json) std::printf("wrote the fetched KV to %s (docs/kv-dump-format.md)\n", out_path.c_str());
+  }
   if (!verify) return Status::Ok();
 
   // The server's context i is window i of the same text (or the window --window names, for a served KV
@@ -135,7 +145,7 @@ KVSTREAM_REGISTER_COMMAND(fetch, {
     "decode node: fetch a context's KV from kvstream serve, optionally measuring its quality",
     "usage: kvstream fetch --connect HOST:PORT --context ID [--level L | --policy P] [--deadline-ms D]\n"
     "                      [--inflight N] [--decode-threads T] [--secret-file F] [--profile P]\n"
-    "                      [--verify --model M [--text FILE] [--window W]]\n\n"
+    "                      [--verify --model M [--text FILE] [--window W]] [--out FILE --model M]\n\n"
     "  --connect HOST:PORT   the server's control-plane address (required)\n"
     "  --context ID          context id (kvstream serve numbers its windows 0..N-1) (required)\n"
     "  --level L             every chunk at one level: fp16, int8, text, L<n> (default: --policy)\n"
@@ -155,13 +165,15 @@ KVSTREAM_REGISTER_COMMAND(fetch, {
     "  --window W            the window of --text the context holds, for --verify (default: the context id;\n"
     "                        a dump of kvstream kv dump --tokens T holds window 0 of T-token windows)\n"
     "  --eval-tokens M       tokens scored by --verify (default 128)\n"
+    "  --out FILE            write the fetched KV as a KV dump (.npz, float32; numpy.load reads it:\n"
+    "                        docs/kv-dump-format.md), for an engine that takes KV from files; needs --model\n"
     "  --repeat N            fetch N times on one connection; the last one is reported/verified (default 1)\n"
     "  --json                one JSON object per fetch: context, policy, bytes, kv_ready_ms, inflight, retries,\n"
     "                        deadline_met, last_byte_ms (when the last payload byte arrived), decode_ms (all\n"
     "                        chunks' decode time together) (instead of the table)\n"
     "  --tokenizer PATH, --threads N   as for the other model commands",
     {"connect", "context", "level", "policy", "deadline-ms", "inflight", "decode-threads", "secret-file", "model", "text",
-     "eval-tokens", "repeat", "tokenizer", "threads", "profile", "window"},
+     "eval-tokens", "repeat", "tokenizer", "threads", "profile", "window", "out"},
     {"verify", "json"},
     RunFetch,
 });

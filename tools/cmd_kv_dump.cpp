@@ -2,7 +2,7 @@
 // reads with np.load (format: docs/kv-dump-format.md).
 #include <cstdio>
 
-#include "kvstream/kv_dump.h"
+#include "tools/kv_dump_args.h"
 #include "tools/kv_methods.h"
 
 namespace kvstream::cli {
@@ -24,18 +24,7 @@ Status RunKvDump(const Args& args) {
   KvCache cache = KvCache::Allocate(c, static_cast<int>(tokens_wanted));
   KVSTREAM_RETURN_IF_ERROR(model->Forward(tokens, cache, nullptr));
 
-  KvDump dump;
-  dump.layers = cache.layers;
-  dump.tokens = cache.tokens;
-  dump.kv_dim = cache.kv_dim;
-  dump.n_heads = c.n_heads;
-  dump.n_kv_heads = c.n_kv_heads;
-  dump.vocab_size = c.vocab_size;
-  dump.rope = c.rope();
-  dump.keys.resize(static_cast<size_t>(cache.keys().numel()) * sizeof(float));
-  dump.values.resize(dump.keys.size());
-  KVSTREAM_RETURN_IF_ERROR(CopyView(cache.keys(), dump.keys_view()));
-  KVSTREAM_RETURN_IF_ERROR(CopyView(cache.values(), dump.values_view()));
+  KVSTREAM_ASSIGN_OR_RETURN(KvDump dump, KvDumpOf(c, cache));
   dump.token_ids.assign(tokens.begin(), tokens.end());
   dump.importance = cache.Importance();
   KVSTREAM_RETURN_IF_ERROR(WriteKvDump(dump, out_path).WithContext("--out"));

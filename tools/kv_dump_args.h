@@ -1,5 +1,6 @@
-// --kv-dump FILE[,FILE...] for the commands that take KV from .npz dumps (serve, encode) instead of
-// prefilling a text: reading the files, and checking them against a model or each other. Header-only.
+// KV dumps on the command line: --kv-dump FILE[,FILE...] for the commands that take KV from .npz dumps
+// (serve, encode, profile) instead of prefilling a text, read and checked against a model or each other;
+// and a model's cache as a dump, for those that write one (kv dump, fetch --out). Header-only.
 #pragma once
 
 #include <cstdio>
@@ -63,6 +64,28 @@ inline Status CheckDumpsFit(const std::vector<std::shared_ptr<const KvDump>>& du
     }
   }
   return Status::Ok();
+}
+
+// The first cache.tokens positions of a model's cache as a dump (f32; no token ids or importance yet).
+inline Result<KvDump> KvDumpOf(const ModelConfig& config, const KvCache& cache) {
+  if (cache.layers != config.n_layers || cache.kv_dim != config.kv_dim()) {
+    return Status::InvalidArgument("the KV is " + std::to_string(cache.layers) + " layers x " + std::to_string(cache.kv_dim) +
+                                   " channels, the model " + config.name + " " + std::to_string(config.n_layers) + " x " +
+                                   std::to_string(config.kv_dim()));
+  }
+  KvDump dump;
+  dump.layers = cache.layers;
+  dump.tokens = cache.tokens;
+  dump.kv_dim = cache.kv_dim;
+  dump.n_heads = config.n_heads;
+  dump.n_kv_heads = config.n_kv_heads;
+  dump.vocab_size = config.vocab_size;
+  dump.rope = config.rope();
+  dump.keys.resize(static_cast<size_t>(cache.keys().numel()) * sizeof(float));
+  dump.values.resize(dump.keys.size());
+  KVSTREAM_RETURN_IF_ERROR(CopyView(cache.keys(), dump.keys_view()));
+  KVSTREAM_RETURN_IF_ERROR(CopyView(cache.values(), dump.values_view()));
+  return dump;
 }
 
 }  // namespace kvstream::cli

@@ -5,6 +5,7 @@
 // ends.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -12,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/process.h"
+#include "common/half.h"
+#include "kvstream/kv_dump.h"
 #include "tests/test_files.h"
 #include "tests/tools/json_lines.h"
 #include "tests/tools/run_shell.h"
@@ -97,7 +100,8 @@ TEST(ServeFetch, FetchesVerifiesAndRefuses) {
 }
 
 // `kvstream kv dump`'s archive served by `serve --kv-dump` with no model: the fetched fp16 KV scores as the
-// text's own (its window 0), the token ids give the text level, and dumps that do not fit are refused.
+// text's own (its window 0), the token ids give the text level, `fetch --out` writes it back as a dump, and
+// dumps that do not fit are refused.
 TEST(ServeFetch, ServesKvDumps) {
   kvstream::testing::TempDir dir;
   const std::string dump = dir / "kv.npz";
@@ -116,6 +120,23 @@ TEST(ServeFetch, ServesKvDumps) {
   out.clear();
   ASSERT_EQ(RunShell(fetch + " --context 0 --level text", &out), 0) << out;
   EXPECT_NE(out.find("policy fixed-text"), std::string::npos) << out;
+
+  // Fetched back into a dump at fp16: the served KV rounded to fp16, bit for bit.
+  out.clear();
+  ASSERT_EQ(RunShell(fetch + " --context 0 --level fp16 --out " + (dir / "fetched.npz"), &out), 0) << out;
+  auto served = kvstream::ReadKvDump(dump), fetched = kvstream::ReadKvDump(dir / "fetched.npz");
+  ASSERT_TRUE(served.ok() && fetched.ok()) << served.status().ToString() << fetched.status().ToString();
+  ASSERT_EQ(fetched->keys.size(), served->keys.size());
+  EXPECT_TRUE(fetched->token_ids.empty());
+  for (const auto& [a, b] : {std::pair{&served->keys, &fetched->keys}, std::pair{&served->values, &fetched->values}}) {
+    std::vector<float> x(a->size() / 4), y(x.size());
+    std::memcpy(x.data(), a->data(), a->size());
+    std::memcpy(y.data(), b->data(), b->size());
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], kvstream::HalfToFloat(kvstream::FloatToHalf(x[i]))) << i;
+  }
+  EXPECT_TRUE(Refuses(std::string(KVSTREAM_CLI) + " fetch --connect " + server.address() + " --context 0 --out " +
+                          (dir / "x.npz"),
+                      "--out needs --model"));
 
   const std::string serve = std::string(KVSTREAM_CLI) + " serve --listen 127.0.0.1:0 --duration-s 1 --kv-dump ";
   EXPECT_TRUE(Refuses(serve + dump + " --model tinystories656k --threads 1", "--kv-dump " + dump + ": layers = 5, the model"));
