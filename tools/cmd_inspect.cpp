@@ -1,12 +1,14 @@
-// `kvstream inspect`: prints a chunk's header and segment index, or a profile's summary.
+// `kvstream inspect`: prints a chunk's header and segment index, a profile's summary, or a KV dump's.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include "codec/common/container_format.h"
 #include "codec/common/profile_data.h"
 #include "kvstream/codec.h"
+#include "kvstream/kv_dump.h"
 #include "tools/codec_files.h"
 #include "tools/command.h"
 
@@ -122,13 +124,44 @@ Status InspectChunkFile(const std::string& path, bool segments) {
   return Status::Ok();
 }
 
+Status InspectKvDumpFile(const std::string& path) {
+  KVSTREAM_ASSIGN_OR_RETURN(KvDump d, ReadKvDump(path));
+  std::printf("%s: KV dump (docs/kv-dump-format.md)\n", path.c_str());
+  std::printf("  model        %d layers, %d heads, %d KV heads of %d, vocabulary %d\n", d.layers, d.n_heads, d.n_kv_heads,
+              d.rope.head_dim, d.vocab_size);
+  std::printf("  RoPE         theta %g, %s\n", static_cast<double>(d.rope.theta),
+              d.rope.layout == RopeLayout::kInterleaved ? "interleaved" : "rotate-half");
+  std::printf("  KV           %s, %d layers x %d tokens x %d channels (K and V), %zu bytes\n", DTypeName(d.dtype), d.layers,
+              d.tokens, d.kv_dim, d.keys.size() + d.values.size());
+  std::printf("  token ids    %s\n", d.token_ids.empty() ? "none (no text level when served)" : "one per token");
+  if (d.importance.empty()) {
+    std::printf("  importance   none (no fine rows when served)\n");
+  } else {
+    std::printf("  importance   one per token, largest %.3g\n",
+                static_cast<double>(*std::max_element(d.importance.begin(), d.importance.end())));
+  }
+  std::printf("  CRC-32       every member read verified\n");
+  return Status::Ok();
+}
+
+// The first bytes of a file, for telling its kind (the inspector of that kind then reads it whole, with its
+// own limits and checks).
+std::string FileMagic(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, sizeof magic);
+  return std::string(magic, static_cast<size_t>(in.gcount()));
+}
+
 Status RunInspect(const Args& args) {
   if (args.positional().empty()) return Status::InvalidArgument("inspect: give at least one FILE (see --help)");
   const bool segments = !args.Has("summary");
   for (const std::string& path : args.positional()) {
-    KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> head, ReadWholeFile(path, DecodeLimits{}.max_chunk_bytes));
-    if (head.size() >= 4 && std::memcmp(head.data(), codec::kProfileMagic, 4) == 0) {
+    const std::string magic = FileMagic(path);
+    if (magic == std::string(reinterpret_cast<const char*>(codec::kProfileMagic), 4)) {
       KVSTREAM_RETURN_IF_ERROR(InspectProfileFile(path));
+    } else if (magic == "PK\x03\x04" || magic == "PK\x05\x06") {
+      KVSTREAM_RETURN_IF_ERROR(InspectKvDumpFile(path));
     } else {
       KVSTREAM_RETURN_IF_ERROR(InspectChunkFile(path, segments));
     }
@@ -140,12 +173,14 @@ Status RunInspect(const Args& args) {
 
 KVSTREAM_REGISTER_COMMAND(inspect, {
     "inspect",
-    "print a chunk's header and segment index, or a profile's ladder",
+    "print a chunk's header and segment index, a profile's ladder, or a KV dump's contents",
     "usage: kvstream inspect FILE... [--summary]\n\n"
     "For a chunk (written by `kvstream encode` or the stream layer): validates it (header, segment index and\n"
     "every CRC32C, under the default decode limits) and prints its level, scheme, table source, shape, token\n"
     "range, size, bits per value and one line per segment. For a profile (`kvstream profile`): its model,\n"
-    "hash, shape and level ladder with any measured quality. Fails with the reason on a malformed file.\n\n"
+    "hash, shape and level ladder with any measured quality. For a KV dump (.npz, docs/kv-dump-format.md):\n"
+    "its model geometry, RoPE, dtype and shape and whether it has token ids and importance, after reading it\n"
+    "as kvstream serve --kv-dump does. Fails with the reason on a malformed file.\n\n"
     "  --summary   omit the per-segment lines",
     {},
     {"summary"},

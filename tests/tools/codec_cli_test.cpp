@@ -121,8 +121,8 @@ TEST_F(CodecCli, ALossyLevelDecodesNearTheKvAndInspects) {
   EXPECT_GT(error, 0.0) << "L3 is lossy";
 }
 
-// A dump of the same KV encodes, without a model, to the same chunks as the prefill; flags that choose text
-// to prefill are refused beside it.
+// A dump of the same KV encodes, without a model, to the same chunks as the prefill (flags that choose text
+// to prefill are refused beside it); inspect describes the dump.
 TEST_F(CodecCli, ADumpEncodesToTheSameChunksAsThePrefill) {
   std::vector<float> k, v;
   Dump(&k, &v);
@@ -137,6 +137,10 @@ TEST_F(CodecCli, ADumpEncodesToTheSameChunksAsThePrefill) {
     EXPECT_EQ(ReadBytes(Path("from_dump") + chunk), ReadBytes(Path("from_prefill") + chunk)) << chunk;
   }
   EXPECT_TRUE(Refuses(encode + " --tokens 64 --out " + Path("x"), "--tokens chooses text to prefill"));
+  out.clear();
+  ASSERT_EQ(RunShell(std::string(KVSTREAM_CLI) + " inspect " + Path("kv.npz"), &out), 0) << out;
+  EXPECT_NE(out.find("KV dump"), std::string::npos) << out;
+  EXPECT_NE(out.find("f32, 5 layers x 160 tokens x 32 channels"), std::string::npos) << out;
 }
 
 TEST_F(CodecCli, DamagedAndCutChunksAreRefused) {
