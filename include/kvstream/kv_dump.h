@@ -36,10 +36,12 @@ struct KvDump {
 // Reads a dump from memory: the archive's members stored (numpy.savez; a compressed member, as
 // numpy.savez_compressed writes, is refused by name), keys and values '<f4' or '<f2'.
 Result<KvDump> ParseKvDump(const uint8_t* data, size_t size);
-// The same from a regular file of at most max_bytes.
-Result<KvDump> ReadKvDump(const std::string& path, uint64_t max_bytes = uint64_t{16} << 30);
+// The same from a regular file of at most max_bytes (by default what a ZIP archive without ZIP64 can be).
+// The file is read whole, then the arrays copied out: a dump needs about twice its size while it is read.
+inline constexpr uint64_t kMaxKvDumpBytes = (uint64_t{4} << 30) + (uint64_t{1} << 20);
+Result<KvDump> ReadKvDump(const std::string& path, uint64_t max_bytes = kMaxKvDumpBytes);
 
-// Writes `dump` (f32 keys and values; token ids and importance when present). Archives above 4 GiB are
+// Writes `dump` (keys and values as f32 or f16; token ids and importance when present). Archives above 4 GiB are
 // refused (no ZIP64), as is a dump whose fields disagree; on failure the file is removed.
 Status WriteKvDump(const KvDump& dump, const std::string& path);
 
