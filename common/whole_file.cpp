@@ -7,7 +7,7 @@
 
 namespace kvstream {
 
-Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max_bytes) {
+Result<uint64_t> RegularFileSize(const std::string& path, uint64_t max_bytes) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     const int err = errno;
@@ -19,9 +19,14 @@ Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max
     return Status::ResourceExhausted(path + ": size " + std::to_string(st.st_size) + " bytes exceeds the limit of " +
                                      std::to_string(max_bytes));
   }
+  return static_cast<uint64_t>(st.st_size);
+}
+
+Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max_bytes) {
+  KVSTREAM_ASSIGN_OR_RETURN(const uint64_t size, RegularFileSize(path, max_bytes));
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return Status::IoError(path + ": " + std::strerror(errno));
-  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
   const size_t got = bytes.empty() ? 0 : std::fread(bytes.data(), 1, bytes.size(), f);
   const bool failed = std::ferror(f) != 0;
   std::fclose(f);

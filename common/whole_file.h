@@ -10,6 +10,12 @@
 
 namespace kvstream {
 
+// The size of a regular file: NotFound/IoError naming it, InvalidArgument for a device, pipe or folder
+// (their size is not known ahead, and /dev/zero has no end), ResourceExhausted above `max_bytes`. What every
+// reader of a user's file checks before it reads (ReadWholeFile, and the KV dump reader, which reads a file
+// piece by piece).
+Result<uint64_t> RegularFileSize(const std::string& path, uint64_t max_bytes);
+
 // Reads a whole regular file; fails with NotFound/IoError naming it, InvalidArgument for a device, pipe or
 // folder (their size is not known ahead, and /dev/zero has no end), or ResourceExhausted above `max_bytes`.
 Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max_bytes = uint64_t{16} << 30);

@@ -8,7 +8,12 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "common/whole_file.h"
 #include "model/binary_reader.h"
 #include "model/zip_crc32.h"
 
@@ -208,21 +213,99 @@ struct Member {
   uint64_t header_offset = 0;  // of its local header
 };
 
+// Where the archive's bytes are: memory (ParseKvDump) or a file read piece by piece (ReadKvDump), so that
+// each member's data goes straight into its array and reading a dump takes about its size, once.
+class Source {
+ public:
+  Source(std::string name, uint64_t size) : name_(std::move(name)), size_(size) {}
+  virtual ~Source() = default;
+  const std::string& name() const { return name_; }
+  uint64_t size() const { return size_; }
+
+  // CorruptData naming `what` unless the n bytes at `offset` lie within the archive.
+  Status CheckRange(uint64_t offset, uint64_t n, const std::string& what) const {
+    if (offset <= size_ && n <= size_ - offset) return Status::Ok();
+    return Status::CorruptData(name_ + ": " + what + ": file truncated: needs " + std::to_string(n) + " bytes at offset " +
+                               std::to_string(offset) + " of " + std::to_string(size_));
+  }
+  // The n bytes at `offset` into dst.
+  Status Read(uint64_t offset, uint64_t n, void* dst, const std::string& what) const {
+    KVSTREAM_RETURN_IF_ERROR(CheckRange(offset, n, what));
+    return n == 0 ? Status::Ok() : ReadRange(offset, n, dst);
+  }
+  Result<std::vector<uint8_t>> Bytes(uint64_t offset, uint64_t n, const std::string& what) const {
+    KVSTREAM_RETURN_IF_ERROR(CheckRange(offset, n, what));
+    std::vector<uint8_t> out(static_cast<size_t>(n));
+    KVSTREAM_RETURN_IF_ERROR(Read(offset, n, out.data(), what));
+    return out;
+  }
+
+ private:
+  virtual Status ReadRange(uint64_t offset, uint64_t n, void* dst) const = 0;
+  std::string name_;
+  uint64_t size_;
+};
+
+class MemorySource final : public Source {
+ public:
+  MemorySource(const uint8_t* data, size_t size) : Source("kv dump", size), data_(data) {}
+
+ private:
+  Status ReadRange(uint64_t offset, uint64_t n, void* dst) const override {
+    std::memcpy(dst, data_ + offset, static_cast<size_t>(n));
+    return Status::Ok();
+  }
+  const uint8_t* data_;
+};
+
+class FileSource final : public Source {
+ public:
+  static Result<std::unique_ptr<FileSource>> Open(const std::string& path, uint64_t max_bytes) {
+    KVSTREAM_ASSIGN_OR_RETURN(const uint64_t size, RegularFileSize(path, max_bytes));
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::IoError(path + ": " + std::strerror(errno));
+    return std::unique_ptr<FileSource>(new FileSource(path, size, fd));
+  }
+  ~FileSource() override { ::close(fd_); }
+
+ private:
+  FileSource(const std::string& path, uint64_t size, int fd) : Source(path, size), fd_(fd) {}
+  Status ReadRange(uint64_t offset, uint64_t n, void* dst) const override {
+    auto* p = static_cast<uint8_t*>(dst);
+    while (n > 0) {
+      const ssize_t got =
+          ::pread(fd_, p, static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 30)), static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) return Status::IoError(name() + ": " + std::strerror(errno));
+      if (got == 0) return Status::IoError(name() + ": the file ended at " + std::to_string(offset) + " bytes while read");
+      p += got;
+      offset += static_cast<uint64_t>(got);
+      n -= static_cast<uint64_t>(got);
+    }
+    return Status::Ok();
+  }
+  int fd_;
+};
+
 // The archive's members by name, from its central directory (the local headers are read only to find
 // where each member's data starts).
-Result<std::map<std::string, Member>> ReadDirectory(ByteReader& in) {
-  const size_t size = in.size();
-  if (size < kEndOfDirectoryBytes) return in.Error("ZIP end record", "not a ZIP archive: " + std::to_string(size) + " bytes");
+Result<std::map<std::string, Member>> ReadDirectory(const Source& src) {
+  const uint64_t size = src.size();
+  if (size < kEndOfDirectoryBytes) {
+    return Status::CorruptData(src.name() + ": not a ZIP archive: " + std::to_string(size) + " bytes");
+  }
   // The end record is the last 22 bytes unless a comment (at most 65535 bytes) follows it.
-  size_t end = size - kEndOfDirectoryBytes;
-  const size_t lowest = size > kEndOfDirectoryBytes + 0xFFFF ? size - kEndOfDirectoryBytes - 0xFFFF : 0;
+  const uint64_t tail_bytes = std::min<uint64_t>(size, kEndOfDirectoryBytes + 0xFFFF), tail_at = size - tail_bytes;
+  KVSTREAM_ASSIGN_OR_RETURN(const std::vector<uint8_t> tail, src.Bytes(tail_at, tail_bytes, "ZIP end record"));
+  size_t end = tail.size() - kEndOfDirectoryBytes;
   while (true) {
     uint32_t magic;
-    std::memcpy(&magic, in.data() + end, 4);
+    std::memcpy(&magic, tail.data() + end, 4);
     if (magic == kEndOfDirectoryMagic) break;
-    if (end == lowest) return in.Error("ZIP end record", "not a ZIP archive (no end-of-central-directory record)");
+    if (end == 0) return Status::CorruptData(src.name() + ": not a ZIP archive (no end-of-central-directory record)");
     --end;
   }
+  ByteReader in(tail.data(), tail.size(), src.name());
   KVSTREAM_RETURN_IF_ERROR(in.Seek(end + 4, "ZIP end record"));
   KVSTREAM_ASSIGN_OR_RETURN(uint16_t disk, in.Read<uint16_t>("ZIP end record: disk"));
   KVSTREAM_ASSIGN_OR_RETURN(uint16_t directory_disk, in.Read<uint16_t>("ZIP end record: directory disk"));
@@ -231,68 +314,75 @@ Result<std::map<std::string, Member>> ReadDirectory(ByteReader& in) {
   KVSTREAM_ASSIGN_OR_RETURN(uint32_t directory_size, in.Read<uint32_t>("ZIP end record: directory size"));
   KVSTREAM_ASSIGN_OR_RETURN(uint32_t directory_offset, in.Read<uint32_t>("ZIP end record: directory offset"));
   if (disk != 0 || directory_disk != 0 || disk_entries != entries) {
-    return Status::Unsupported(in.file() + ": a multi-disk ZIP archive");
+    return Status::Unsupported(src.name() + ": a multi-disk ZIP archive");
   }
   if (entries == 0xFFFF || directory_size == kZip32Limit || directory_offset == kZip32Limit) {
-    return Status::Unsupported(in.file() + ": a ZIP64 archive (over 4 GiB or 65535 members); kv dumps are read up to 4 GiB");
+    return Status::Unsupported(src.name() + ": a ZIP64 archive (over 4 GiB or 65535 members); kv dumps are read up to 4 GiB");
   }
-  if (entries > kMaxMembers)
+  if (entries > kMaxMembers) {
     return in.Error("ZIP end record", std::to_string(entries) + " members, at most " + std::to_string(kMaxMembers));
-  if (static_cast<uint64_t>(directory_offset) + directory_size > end) {
+  }
+  if (static_cast<uint64_t>(directory_offset) + directory_size > tail_at + end) {
     return in.Error("ZIP end record", "central directory [" + std::to_string(directory_offset) + ", +" +
                                           std::to_string(directory_size) + ") runs past its end record at " +
-                                          std::to_string(end));
+                                          std::to_string(tail_at + end));
   }
 
+  KVSTREAM_ASSIGN_OR_RETURN(const std::vector<uint8_t> directory,
+                            src.Bytes(directory_offset, directory_size, "ZIP central directory"));
+  ByteReader cd(directory.data(), directory.size(), src.name());
   std::map<std::string, Member> members;
-  KVSTREAM_RETURN_IF_ERROR(in.Seek(directory_offset, "ZIP central directory"));
   for (uint32_t i = 0; i < entries; ++i) {
-    KVSTREAM_ASSIGN_OR_RETURN(const uint8_t* h, in.Take(kCentralHeaderBytes, "ZIP central directory entry"));
+    KVSTREAM_ASSIGN_OR_RETURN(const uint8_t* h, cd.Take(kCentralHeaderBytes, "ZIP central directory entry"));
     const auto u16 = [h](int at) { return static_cast<uint16_t>(h[at] | h[at + 1] << 8); };
     const auto u32 = [h](int at) {
       return static_cast<uint32_t>(h[at] | h[at + 1] << 8 | h[at + 2] << 16 | uint32_t{h[at + 3]} << 24);
     };
-    if (u32(0) != kCentralHeaderMagic)
-      return in.Error("ZIP central directory", "entry " + std::to_string(i) + " has a bad signature");
-    KVSTREAM_ASSIGN_OR_RETURN(std::string name, in.ReadString(u16(28), "ZIP member name"));
-    KVSTREAM_RETURN_IF_ERROR(in.Take(static_cast<uint64_t>(u16(30)) + u16(32), "ZIP member extra field and comment").status());
+    if (u32(0) != kCentralHeaderMagic) {
+      return cd.Error("ZIP central directory", "entry " + std::to_string(i) + " has a bad signature");
+    }
+    KVSTREAM_ASSIGN_OR_RETURN(std::string name, cd.ReadString(u16(28), "ZIP member name"));
+    KVSTREAM_RETURN_IF_ERROR(cd.Take(static_cast<uint64_t>(u16(30)) + u16(32), "ZIP member extra field and comment").status());
     const uint16_t flags = u16(8), method = u16(10);
-    if (flags & 1) return Status::Unsupported(in.file() + ": member " + name + " is encrypted");
+    if (flags & 1) return Status::Unsupported(src.name() + ": member " + name + " is encrypted");
     if (method != 0) {
-      return Status::Unsupported(in.file() + ": member " + name + " is compressed (method " + std::to_string(method) +
+      return Status::Unsupported(src.name() + ": member " + name + " is compressed (method " + std::to_string(method) +
                                  "; numpy.savez_compressed writes such archives): write the dump with numpy.savez");
     }
     const uint32_t compressed = u32(20), uncompressed = u32(24);
     if (compressed == kZip32Limit || uncompressed == kZip32Limit || u32(42) == kZip32Limit) {
-      return Status::Unsupported(in.file() + ": member " + name + " has ZIP64 sizes; kv dumps are read up to 4 GiB");
+      return Status::Unsupported(src.name() + ": member " + name + " has ZIP64 sizes; kv dumps are read up to 4 GiB");
     }
     if (compressed != uncompressed) {
-      return in.Error("member " + name,
+      return cd.Error("member " + name,
                       "stored with " + std::to_string(compressed) + " bytes for " + std::to_string(uncompressed));
     }
     if (!members.emplace(name, Member{u32(16), uncompressed, u32(42)}).second) {
-      return in.Error("ZIP central directory", "member " + name + " appears twice");
+      return cd.Error("ZIP central directory", "member " + name + " appears twice");
     }
   }
   return members;
 }
 
-// The data of a member, its local header checked against the directory and its CRC-32 against the data.
-Result<const uint8_t*> MemberData(ByteReader& in, const std::string& name, const Member& m) {
-  KVSTREAM_RETURN_IF_ERROR(in.Seek(m.header_offset, ("member " + name + ": local header").c_str()));
-  KVSTREAM_ASSIGN_OR_RETURN(const uint8_t* h, in.Take(kLocalHeaderBytes, ("member " + name + ": local header").c_str()));
+// Where a member's data starts, after its local header (checked against the directory).
+Result<uint64_t> MemberDataOffset(const Source& src, const std::string& name, const Member& m) {
+  KVSTREAM_ASSIGN_OR_RETURN(const std::vector<uint8_t> h,
+                            src.Bytes(m.header_offset, kLocalHeaderBytes, "member " + name + ": local header"));
   uint32_t magic;
-  std::memcpy(&magic, h, 4);
-  if (magic != kLocalHeaderMagic) return in.Error("member " + name, "bad local header signature");
+  std::memcpy(&magic, h.data(), 4);
+  if (magic != kLocalHeaderMagic) return Status::CorruptData(src.name() + ": member " + name + ": bad local header signature");
   const uint16_t name_bytes = static_cast<uint16_t>(h[26] | h[27] << 8),
                  extra_bytes = static_cast<uint16_t>(h[28] | h[29] << 8);
-  KVSTREAM_ASSIGN_OR_RETURN(std::string local_name, in.ReadString(name_bytes, ("member " + name + ": local name").c_str()));
-  if (local_name != name) return in.Error("member " + name, "its local header names it '" + local_name + "'");
-  KVSTREAM_RETURN_IF_ERROR(in.Take(extra_bytes, ("member " + name + ": local extra field").c_str()).status());
-  KVSTREAM_ASSIGN_OR_RETURN(const uint8_t* data, in.Take(m.size, ("member " + name + ": data").c_str()));
-  if (ZipCrc32(data, static_cast<size_t>(m.size)) != m.crc)
-    return in.Error("member " + name, "CRC-32 mismatch: the file is corrupt");
-  return data;
+  const uint64_t name_at = m.header_offset + kLocalHeaderBytes;
+  KVSTREAM_ASSIGN_OR_RETURN(const std::vector<uint8_t> local_name,
+                            src.Bytes(name_at, name_bytes, "member " + name + ": local name"));
+  if (std::string(local_name.begin(), local_name.end()) != name) {
+    return Status::CorruptData(src.name() + ": member " + name + ": its local header names it '" +
+                               std::string(local_name.begin(), local_name.end()) + "'");
+  }
+  const uint64_t data_at = name_at + name_bytes + extra_bytes;
+  KVSTREAM_RETURN_IF_ERROR(src.CheckRange(data_at, m.size, "member " + name + ": data"));
+  return data_at;
 }
 
 // A cursor over a .npy header's dictionary, a Python literal such as
@@ -386,10 +476,13 @@ size_t ItemSize(const std::string& descr) {
   return 0;
 }
 
-// A .npy file (format version 1, 2 or 3) of `size` bytes: its dtype, shape and data, the data exactly
-// what the shape needs.
-Result<NpyArray> ParseNpy(const uint8_t* p, uint64_t size, const std::string& member) {
-  ByteReader in(p, static_cast<size_t>(size), member);
+// A member holding a .npy file (format version 1, 2 or 3): its header parsed, its data (exactly what the
+// shape needs) read into *data, and the member checked against its CRC-32.
+Result<NpyArray> ReadNpyMember(const Source& src, const std::string& member, const Member& m, std::vector<uint8_t>* data) {
+  KVSTREAM_ASSIGN_OR_RETURN(const uint64_t at, MemberDataOffset(src, member, m));
+  // The fixed prefix: magic, version, and the header's length (2 bytes in version 1, 4 after).
+  KVSTREAM_ASSIGN_OR_RETURN(const std::vector<uint8_t> prefix, src.Bytes(at, std::min<uint64_t>(m.size, 12), member));
+  ByteReader in(prefix.data(), prefix.size(), member);
   KVSTREAM_ASSIGN_OR_RETURN(std::string magic, in.ReadString(6, ".npy magic"));
   if (magic != "\x93NUMPY") return in.Error(".npy magic", "not a .npy file");
   KVSTREAM_ASSIGN_OR_RETURN(uint8_t major, in.Read<uint8_t>(".npy version"));
@@ -402,7 +495,13 @@ Result<NpyArray> ParseNpy(const uint8_t* p, uint64_t size, const std::string& me
     KVSTREAM_ASSIGN_OR_RETURN(header_bytes, in.Read<uint32_t>(".npy header length"));
   }
   if (header_bytes > kMaxNpyHeaderBytes) return in.Error(".npy header", std::to_string(header_bytes) + " bytes, at most 1 MiB");
-  KVSTREAM_ASSIGN_OR_RETURN(std::string text, in.ReadString(header_bytes, ".npy header"));
+  const uint64_t head = in.offset() + header_bytes;
+  if (head > m.size) {
+    return in.Error(".npy header", std::to_string(header_bytes) + " bytes, the member holds " +
+                                       std::to_string(m.size - in.offset()) + " after its prefix");
+  }
+  KVSTREAM_ASSIGN_OR_RETURN(const std::vector<uint8_t> head_bytes, src.Bytes(at, head, member + ": .npy header"));
+  const std::string text(head_bytes.begin() + static_cast<std::ptrdiff_t>(in.offset()), head_bytes.end());
   DictCursor dict(text, member);
   NpyArray a;
   bool fortran_order = false, has_descr = false, has_order = false, has_shape = false;
@@ -431,7 +530,7 @@ Result<NpyArray> ParseNpy(const uint8_t* p, uint64_t size, const std::string& me
   if (!has_descr || !has_order || !has_shape) return dict.Error("needs the keys descr, fortran_order and shape");
   const size_t item = ItemSize(a.descr);
   if (item == 0) return Status::Unsupported(member + ": dtype '" + a.descr + "' (kv dumps hold <f4, <f2, <f8, <i4 or <i8)");
-  const uint64_t data_bytes = in.remaining();
+  const uint64_t data_bytes = m.size - head;
   a.numel = 1;
   for (int64_t d : a.shape) {
     // Every dimension is below 10^15, and the product never exceeds the bytes there are.
@@ -445,7 +544,12 @@ Result<NpyArray> ParseNpy(const uint8_t* p, uint64_t size, const std::string& me
                                      std::to_string(a.numel * item));
   }
   if (fortran_order && a.shape.size() > 1) return Status::Unsupported(member + ": Fortran (column-major) order; write C order");
-  a.data = p + in.offset();
+  data->resize(static_cast<size_t>(data_bytes));
+  KVSTREAM_RETURN_IF_ERROR(src.Read(at + head, data_bytes, data->data(), member + ": .npy data"));
+  if (ZipCrc32(data->data(), data->size(), ZipCrc32(head_bytes.data(), head_bytes.size())) != m.crc) {
+    return Status::CorruptData(member + ": CRC-32 mismatch: the file is corrupt");
+  }
+  a.data = data->data();
   return a;
 }
 
@@ -507,27 +611,29 @@ Status ReadConfig(const NpyArray& config, KvDump* d) {
   return Status::Ok();
 }
 
-Status ReadDump(ByteReader& in, KvDump* d) {
-  KVSTREAM_ASSIGN_OR_RETURN(auto members, ReadDirectory(in));
+Status ReadDump(const Source& src, KvDump* d) {
+  KVSTREAM_ASSIGN_OR_RETURN(auto members, ReadDirectory(src));
   std::map<std::string, NpyArray> arrays;
-  const auto array = [&](const std::string& name, bool required) -> Result<const NpyArray*> {
+  std::map<std::string, std::vector<uint8_t>> small;  // the data of the members besides keys and values
+  // Member `name`'s array, its data read into *into (the keys and values) or kept in `small`.
+  const auto array = [&](const std::string& name, bool required,
+                         std::vector<uint8_t>* into = nullptr) -> Result<const NpyArray*> {
     const auto m = members.find(name);
     if (m == members.end()) {
-      if (required) return Status::CorruptData(in.file() + ": no member " + name + " (docs/kv-dump-format.md lists them)");
+      if (required) return Status::CorruptData(src.name() + ": no member " + name + " (docs/kv-dump-format.md lists them)");
       return static_cast<const NpyArray*>(nullptr);
     }
-    KVSTREAM_ASSIGN_OR_RETURN(const uint8_t* data, MemberData(in, name, m->second));
-    Result<NpyArray> a = ParseNpy(data, m->second.size, name);
-    if (!a.ok()) return a.status().WithContext(in.file());
+    Result<NpyArray> a = ReadNpyMember(src, name, m->second, into ? into : &small[name]);
+    if (!a.ok()) return a.status().WithContext(src.name());
     return &(arrays[name] = std::move(*a));
   };
   KVSTREAM_ASSIGN_OR_RETURN(const NpyArray* config, array("config.npy", true));
   Status st = ReadConfig(*config, d);
-  if (!st.ok()) return st.WithContext(in.file());
+  if (!st.ok()) return st.WithContext(src.name());
 
   KVSTREAM_ASSIGN_OR_RETURN(const NpyArray* theta, array("rope_theta.npy", true));
   if (theta->numel != 1 || (theta->descr != "<f4" && theta->descr != "<f8")) {
-    return Status::CorruptData(in.file() + ": rope_theta.npy must hold one <f4 or <f8, not " + std::to_string(theta->numel) +
+    return Status::CorruptData(src.name() + ": rope_theta.npy must hold one <f4 or <f8, not " + std::to_string(theta->numel) +
                                " of " + theta->descr);
   }
   double theta_value;
@@ -539,32 +645,29 @@ Status ReadDump(ByteReader& in, KvDump* d) {
     std::memcpy(&theta_value, theta->data, 8);
   }
   if (!(theta_value > 0 && theta_value < 1e12)) {
-    return Status::CorruptData(in.file() + ": rope_theta = " + std::to_string(theta_value) + ", expected a positive number");
+    return Status::CorruptData(src.name() + ": rope_theta = " + std::to_string(theta_value) + ", expected a positive number");
   }
   d->rope.theta = static_cast<float>(theta_value);
 
   const std::vector<int64_t> shape = {d->layers, d->tokens, d->kv_dim};
-  KVSTREAM_ASSIGN_OR_RETURN(const NpyArray* k, array("k.npy", true));
-  KVSTREAM_ASSIGN_OR_RETURN(const NpyArray* v, array("v.npy", true));
+  KVSTREAM_ASSIGN_OR_RETURN(const NpyArray* k, array("k.npy", true, &d->keys));
+  KVSTREAM_ASSIGN_OR_RETURN(const NpyArray* v, array("v.npy", true, &d->values));
   for (const auto& [a, name] : {std::pair{k, "k.npy"}, std::pair{v, "v.npy"}}) {
     st = ExpectArray(*a, name, {"<f4", "<f2"}, shape);
-    if (!st.ok()) return st.WithContext(in.file());
+    if (!st.ok()) return st.WithContext(src.name());
   }
-  if (k->descr != v->descr) return Status::CorruptData(in.file() + ": k.npy is " + k->descr + ", v.npy " + v->descr);
+  if (k->descr != v->descr) return Status::CorruptData(src.name() + ": k.npy is " + k->descr + ", v.npy " + v->descr);
   d->dtype = k->descr == "<f2" ? DType::kF16 : DType::kF32;
-  const size_t kv_bytes = static_cast<size_t>(k->numel) * DTypeSize(d->dtype);
-  d->keys.assign(k->data, k->data + kv_bytes);
-  d->values.assign(v->data, v->data + kv_bytes);
 
   KVSTREAM_ASSIGN_OR_RETURN(const NpyArray* ids, array("tokens.npy", false));
   if (ids) {
     st = ExpectArray(*ids, "tokens.npy", {"<i4", "<i8"}, {d->tokens});
-    if (!st.ok()) return st.WithContext(in.file());
+    if (!st.ok()) return st.WithContext(src.name());
     d->token_ids.resize(static_cast<size_t>(d->tokens));
     for (uint64_t t = 0; t < ids->numel; ++t) {
       const int64_t id = IntAt(*ids, t);
       if (id < 0 || id >= d->vocab_size) {
-        return Status::CorruptData(in.file() + ": tokens.npy: token " + std::to_string(t) + " is " + std::to_string(id) +
+        return Status::CorruptData(src.name() + ": tokens.npy: token " + std::to_string(t) + " is " + std::to_string(id) +
                                    ", outside the vocabulary of " + std::to_string(d->vocab_size));
       }
       d->token_ids[t] = static_cast<int32_t>(id);
@@ -573,12 +676,12 @@ Status ReadDump(ByteReader& in, KvDump* d) {
   KVSTREAM_ASSIGN_OR_RETURN(const NpyArray* importance, array("importance.npy", false));
   if (importance) {
     st = ExpectArray(*importance, "importance.npy", {"<f4"}, {d->tokens});
-    if (!st.ok()) return st.WithContext(in.file());
+    if (!st.ok()) return st.WithContext(src.name());
     d->importance.resize(static_cast<size_t>(d->tokens));
     std::memcpy(d->importance.data(), importance->data, d->importance.size() * 4);
     for (size_t t = 0; t < d->importance.size(); ++t) {
       if (!(d->importance[t] >= 0 && std::isfinite(d->importance[t]))) {
-        return Status::CorruptData(in.file() + ": importance.npy: token " + std::to_string(t) + " is " +
+        return Status::CorruptData(src.name() + ": importance.npy: token " + std::to_string(t) + " is " +
                                    std::to_string(d->importance[t]) + ", expected a finite value >= 0");
       }
     }
@@ -586,10 +689,9 @@ Status ReadDump(ByteReader& in, KvDump* d) {
   return Status::Ok();
 }
 
-Result<KvDump> Parse(const uint8_t* data, size_t size, const std::string& name) {
-  ByteReader in(data, size, name);
+Result<KvDump> Parse(const Source& src) {
   KvDump d;
-  KVSTREAM_RETURN_IF_ERROR(ReadDump(in, &d));
+  KVSTREAM_RETURN_IF_ERROR(ReadDump(src, &d));
   return d;
 }
 
@@ -621,11 +723,11 @@ TensorView KvDump::values_view() const {
   return TensorView::Dense(const_cast<uint8_t*>(values.data()), dtype, layers, tokens, kv_dim);
 }
 
-Result<KvDump> ParseKvDump(const uint8_t* data, size_t size) { return Parse(data, size, "kv dump"); }
+Result<KvDump> ParseKvDump(const uint8_t* data, size_t size) { return Parse(MemorySource(data, size)); }
 
 Result<KvDump> ReadKvDump(const std::string& path, uint64_t max_bytes) {
-  KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, max_bytes));
-  return Parse(bytes.data(), bytes.size(), path);
+  KVSTREAM_ASSIGN_OR_RETURN(const std::unique_ptr<FileSource> file, FileSource::Open(path, max_bytes));
+  return Parse(*file);
 }
 
 Status WriteKvDump(const KvDump& dump, const std::string& path) {

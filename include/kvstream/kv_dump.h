@@ -36,8 +36,9 @@ struct KvDump {
 // Reads a dump from memory: the archive's members stored (numpy.savez; a compressed member, as
 // numpy.savez_compressed writes, is refused by name), keys and values '<f4' or '<f2'.
 Result<KvDump> ParseKvDump(const uint8_t* data, size_t size);
-// The same from a regular file of at most max_bytes (by default what a ZIP archive without ZIP64 can be).
-// The file is read whole, then the arrays copied out: a dump needs about twice its size while it is read.
+// The same from a regular file of at most max_bytes (by default what a ZIP archive without ZIP64 can be),
+// read piece by piece: each member's data goes straight into its array, so reading takes about the dump's
+// size in memory, once.
 inline constexpr uint64_t kMaxKvDumpBytes = (uint64_t{4} << 30) + (uint64_t{1} << 20);
 Result<KvDump> ReadKvDump(const std::string& path, uint64_t max_bytes = kMaxKvDumpBytes);
 
