@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) in build-fuzz, writes seed corpora (real chunks,
-# profiles and KV dumps; one control message of every type), and runs every fuzzer for a bounded time. Exits
-# non-zero if a fuzzer finds a crash.
+# profiles and KV dumps; valid rANS streams; one control message of every type), and runs every fuzzer for a
+# bounded time. Exits non-zero if a fuzzer finds a crash.
 #   KVSTREAM_FUZZ_SECONDS   seconds per fuzzer (default 60)
 #   KVSTREAM_FUZZ_BUILD_DIR build folder (default build-fuzz)
 #   KVSTREAM_FUZZ_JOBS      build parallelism (default: nproc)
@@ -18,14 +18,15 @@ if [ ! -f "$build_dir/CMakeCache.txt" ]; then
     -DKVSTREAM_FUZZ=ON -DKVSTREAM_SANITIZE=ON -DKVSTREAM_CUDA=OFF \
     -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link >/dev/null
 fi
-targets=(chunk_decode_fuzz chunk_fuzz_seeds rans_decode_fuzz kv_dump_fuzz control_message_fuzz control_fuzz_seeds)
+targets=(chunk_decode_fuzz chunk_fuzz_seeds rans_decode_fuzz rans_fuzz_seeds kv_dump_fuzz control_message_fuzz control_fuzz_seeds)
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
 
 out="$build_dir/fuzz"
-mkdir -p "$out/chunk_corpus" "$out/chunk_seeds" "$out/rans_corpus" "$out/kv_dump_corpus" "$out/kv_dump_seeds" \
+mkdir -p "$out/chunk_corpus" "$out/chunk_seeds" "$out/rans_corpus" "$out/rans_seeds" "$out/kv_dump_corpus" "$out/kv_dump_seeds" \
   "$out/control_corpus" "$out/control_seeds" "$out/artifacts"
 # The seed generator runs a real model; leaks in it are not what is being fuzzed.
 ASAN_OPTIONS=detect_leaks=0 "$build_dir/bin/chunk_fuzz_seeds" "$out/chunk_seeds" "$out/kv_dump_seeds"
+"$build_dir/bin/rans_fuzz_seeds" "$out/rans_seeds"
 "$build_dir/bin/control_fuzz_seeds" "$out/control_seeds"
 
 status=0
@@ -39,7 +40,7 @@ run() {
   fi
 }
 run chunk_decode_fuzz "$out/chunk_corpus" "$out/chunk_seeds"
-run rans_decode_fuzz "$out/rans_corpus"
+run rans_decode_fuzz "$out/rans_corpus" "$out/rans_seeds"
 run kv_dump_fuzz "$out/kv_dump_corpus" "$out/kv_dump_seeds"
 run control_message_fuzz "$out/control_corpus" "$out/control_seeds"
 exit $status

@@ -1,6 +1,7 @@
 // rANS models: frequency normalisation and the encoder/decoder tables derived from the frequencies.
 #include "codec/common/rans.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -113,33 +114,89 @@ Result<RansModel> RansModel::FromFrequencies(const uint16_t* frequencies, int al
 }
 
 void RansModel::BuildTables() {
-  start_.assign(kRansMaxAlphabet, 0);
   slots_.assign(kRansProbScale, 0);
   enc_.assign(kRansMaxAlphabet, RansEncSymbol{});
   cost_.assign(kRansMaxAlphabet, std::numeric_limits<double>::infinity());
-  uint32_t start = 0;
+  // The slots are spread (docs/rans.md, "Frequency tables"): symbol s's slot of rank k goes to its ideal
+  // position floor((2k + 1) * 4096 / (2 freq)), ties in symbol order, so that every prefix of the slots
+  // holds each symbol about in proportion to its frequency. A tail's first steps, from states far below
+  // 4096, then cost about what the symbol's probability says; with each symbol's slots side by side they
+  // cost up to 12 bits. Counting sort by ideal position; positions step by 4096 / freq, kept exactly as a
+  // quotient and remainder of 2 * freq.
+  std::array<uint16_t, kRansProbScale> ideal;  // of (s, k), at s's first rank + k
+  std::array<uint16_t, kRansProbScale + 1> next{};
+  uint32_t first = 0;
+  for (int s = 0; s < kRansMaxAlphabet; ++s) {
+    const uint32_t two_freq = 2u * freq_[s];
+    if (two_freq == 0) continue;
+    const uint32_t step = 2 * kRansProbScale / two_freq, step_rest = 2 * kRansProbScale % two_freq;
+    uint32_t position = kRansProbScale / two_freq, rest = kRansProbScale % two_freq;
+    for (uint32_t k = 0; k < freq_[s]; ++k) {
+      ideal[first + k] = static_cast<uint16_t>(position);
+      ++next[position + 1];
+      position += step;
+      rest += step_rest;
+      if (rest >= two_freq) rest -= two_freq, ++position;
+    }
+    first += freq_[s];
+  }
+  for (uint32_t p = 1; p <= kRansProbScale; ++p) next[p] = static_cast<uint16_t>(next[p] + next[p - 1]);
+
+  slot_of_rank_.clear();
+  first = 0;
   for (int s = 0; s < kRansMaxAlphabet; ++s) {
     const uint32_t freq = freq_[s];
-    start_[s] = static_cast<uint16_t>(start);
     if (freq == 0) continue;
-    for (uint32_t k = 0; k < freq; ++k) slots_[start + k] = RansPackSlot(static_cast<uint32_t>(s), freq, k);
     RansEncSymbol& e = enc_[s];
-    e.freq = static_cast<uint16_t>(freq);
-    e.cmpl_freq = static_cast<uint16_t>(kRansProbScale - freq);
+    e.first = static_cast<uint32_t>(slot_of_rank_.size());
+    e.freq = freq;
+    for (uint32_t k = 0; k < freq; ++k) {
+      const uint16_t slot = next[ideal[first + k]]++;
+      slots_[slot] = RansPackSlot(static_cast<uint32_t>(s), freq, k);
+      slot_of_rank_.push_back(slot);
+    }
     if (freq == 1) {
-      // floor(x * (2^64 - 1) / 2^64) = x - 1 for x >= 1; the bias puts back the missing 4096 - 1.
+      // floor(x * (2^64 - 1) / 2^64) = x - 1 for x >= 1: the quotient is one short, the rank x - q = 1,
+      // and the entry there puts the missing 4096 back.
       e.rcp = ~uint64_t{0};
-      e.bias = start + kRansProbScale - 1;
+      slot_of_rank_.push_back(static_cast<uint16_t>(slot_of_rank_.back() + kRansProbScale));
     } else {
       // rcp = ceil(2^64 / freq). q = floor(x * rcp / 2^64) = floor(x / freq) exactly for x < 2^32: the
       // reciprocal's error adds less than x / 2^64 < 2^-32, which cannot reach the gap of at least
       // 1 / freq >= 2^-12 between x / freq and the next integer.
       e.rcp = ~uint64_t{0} / freq + 1;
-      e.bias = start;
     }
     cost_[s] = kRansProbBits - Log2Table()[freq];
-    start += freq;
+    first += freq;
   }
+}
+
+RansTail RansTailOf(const uint8_t* symbols, size_t n, const RansModel* const* models, size_t period) {
+  RansTail tail;
+  if (n < kRansLanes) return tail;
+  uint64_t* const x = tail.state;
+  std::fill(x, x + kRansLanes, uint64_t{1});
+  const size_t groups = (n + kRansLanes - 1) / kRansLanes;
+  for (size_t t = 1; t <= std::min(groups, kRansMaxTailGroups); ++t) {
+    const size_t first = (groups - t) * kRansLanes;
+    for (size_t i = std::min(n, first + kRansLanes); i-- > first;) {
+      const RansModel& model = *models[i % period];
+      const RansEncSymbol& e = model.encode_table()[symbols[i]];
+      uint64_t& v = x[i % kRansLanes];
+      if (e.freq == 0) return RansTail{};
+      if (v <= UINT32_MAX) {  // the encoder's step, without a 64-bit division: the decoder checks every tail
+        v = RansCodeSymbol(static_cast<uint32_t>(v), e, model.slot_of_rank());
+      } else {
+        if (v / e.freq >= uint64_t{1} << (64 - kRansProbBits)) return RansTail{};
+        v = ((v / e.freq) << kRansProbBits) + model.slot_of_rank()[e.first + v % e.freq];
+      }
+    }
+    if (std::all_of(x, x + kRansLanes, [](uint64_t v) { return v >= kRansStateLow; })) {
+      tail.groups = t;
+      return tail;
+    }
+  }
+  return RansTail{};
 }
 
 double RansIdealBits(const uint8_t* symbols, size_t n, const RansModel* const* models, size_t period) {

@@ -2,7 +2,8 @@
 //
 // Contract (the byte format is specified in docs/rans.md):
 //   * 32-bit states kept in [2^16, 2^32), 16-bit renormalisation, probabilities quantised to
-//     kRansProbBits (12) bits;
+//     kRansProbBits (12) bits; a stream's last symbols (its tail) are coded first, from states of 1 and
+//     without renormalising, so that no lane spends 16 bits on starting from 2^16;
 //   * symbols are bytes; a model covers an alphabet of at most 256 symbols;
 //   * symbol i of a stream is coded with models[i % period] (per-channel tables: period = channels);
 //   * kRansLanes states are interleaved (symbol i belongs to lane i % kRansLanes) so that the decoder has
@@ -28,16 +29,16 @@ inline constexpr int kRansMaxAlphabet = 256;
 // Interleave width of a stream: part of the format (docs/rans.md).
 inline constexpr int kRansLanes = 16;
 
-// Per-symbol encoder constants: the division x / freq is done as a multiply by a 64-bit reciprocal.
+// Per-symbol encoder constants: coding the symbol from state x takes q = floor(x / freq) (a multiply by a
+// 64-bit reciprocal) and the symbol's slot of rank x - q * freq (RansCodeSymbol).
 struct RansEncSymbol {
-  uint64_t rcp = 0;        // ceil(2^64 / freq), or 2^64 - 1 when freq == 1
-  uint32_t bias = 0;       // start, or start + 4095 when freq == 1
-  uint16_t cmpl_freq = 0;  // 4096 - freq
-  uint16_t freq = 0;       // 0: the symbol cannot be coded
+  uint64_t rcp = 0;    // ceil(2^64 / freq); 2^64 - 1 when freq == 1, whose quotient is then one short
+  uint32_t first = 0;  // where the symbol's slots start in RansModel::slot_of_rank()
+  uint32_t freq = 0;   // 0: the symbol cannot be coded
 };
 
 // A static symbol distribution with frequencies that sum to kRansProbScale, plus the encoder's and
-// decoder's lookup tables derived from them (about 23 KiB per model). Symbols of frequency 0, and symbols
+// decoder's lookup tables derived from them (about 31 KiB per model). Symbols of frequency 0, and symbols
 // at or above alphabet(), cannot be coded. Immutable once built; safe to share between threads.
 class RansModel {
  public:
@@ -55,10 +56,11 @@ class RansModel {
   double CostBits(uint8_t symbol) const { return cost_[symbol]; }
   // Detail for the coder. decode_table(): 4096 packed slot entries, layout in rans_step.h.
   const uint32_t* decode_table() const { return slots_.data(); }
-  // 256 entries: cumulative frequency start of each symbol (0 past the alphabet).
-  const uint16_t* starts() const { return start_.data(); }
   // 256 entries: encoder constants of each symbol (freq 0 past the alphabet).
   const RansEncSymbol* encode_table() const { return enc_.data(); }
+  // The slots of each symbol in rank order, symbol s's from encode_table()[s].first; a symbol of frequency
+  // 1 has two entries, its slot + 4096 second, for its quotient one short (RansCodeSymbol).
+  const uint16_t* slot_of_rank() const { return slot_of_rank_.data(); }
 
  private:
   RansModel() = default;
@@ -66,17 +68,40 @@ class RansModel {
 
   int alphabet_ = 0;
   std::vector<uint16_t> freq_;   // 256 entries, zero past the alphabet
-  std::vector<uint16_t> start_;  // 256
   std::vector<uint32_t> slots_;  // 4096
+  std::vector<uint16_t> slot_of_rank_;  // 4096, and one more for each symbol of frequency 1
   std::vector<RansEncSymbol> enc_;  // 256
   std::vector<double> cost_;     // 256
 };
+
+// The state after coding a symbol from state x, 1 <= x < 2^32 (docs/rans.md, "Encoding"): C(s, x) =
+// floor(x / freq) * 2^12 + the symbol's slot of rank x mod freq; it fits 32 bits when x < freq << 20.
+inline uint64_t RansCodeSymbol(uint32_t x, const RansEncSymbol& e, const uint16_t* slot_of_rank) {
+  const uint32_t q = static_cast<uint32_t>((static_cast<unsigned __int128>(x) * e.rcp) >> 64);
+  return (uint64_t{q} << kRansProbBits) + slot_of_rank[e.first + (x - q * e.freq)];
+}
 
 // The states of a stream's lanes, where chained streams meet (docs/rans.md, "Chained streams"): a stream
 // may end in the states the next stream starts from, which then stores none of its own.
 struct RansLanes {
   uint32_t state[kRansLanes];
 };
+
+// A stream's tail (docs/rans.md, "Tail"): its last `groups` groups of kRansLanes symbols, which the encoder
+// codes first, from states of 1 and without renormalising, in 64-bit states, so that no lane spends the 16
+// bits of starting from 2^16. `state`: the lanes' states after it, each in [2^16, 2^64).
+inline constexpr size_t kRansMaxTailGroups = 255;  // the count is a byte, and checking a tail stays cheap
+struct RansTail {
+  size_t groups = 0;
+  uint64_t state[kRansLanes] = {};
+};
+
+// The tail the encoder gives symbols[0, n): the fewest groups, at most kRansMaxTailGroups, after which every
+// lane's state is at least 2^16; none (groups = 0: the lanes start at 2^16) when n < kRansLanes, when a
+// symbol has frequency 0, when a lane would leave 64 bits first, or when no such number of groups gets
+// every lane there. The decoder checks a stream's tail against it, so that every stream it accepts is the
+// encoding of its symbols.
+RansTail RansTailOf(const uint8_t* symbols, size_t n, const RansModel* const* models, size_t period);
 
 // Appends the rANS stream of symbols[0, n) to *out; symbol i uses models[i % period]. Fails with
 // InvalidArgument (naming the index, the symbol and the model) if a symbol has frequency 0 in its model.

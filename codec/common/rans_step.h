@@ -24,10 +24,12 @@ KVSTREAM_HD uint32_t RansPackSlot(uint32_t symbol, uint32_t freq, uint32_t offse
 }
 
 // Looks up the slot of state x in the model's table, returns the symbol and advances x to the state the
-// encoder had before coding that symbol (which may fall below kRansStateLow: renormalise next).
-KVSTREAM_HD uint32_t RansDecodeSymbol(uint32_t& x, const uint32_t* slots) {
+// encoder had before coding that symbol (which may fall below kRansStateLow: renormalise next). State is
+// uint32_t, or uint64_t for a stream's tail (docs/rans.md, "Tail").
+template <typename State>
+KVSTREAM_HD uint32_t RansDecodeSymbol(State& x, const uint32_t* slots) {
   const uint32_t e = slots[x & kRansSlotMask];
-  x = (((e >> 8) & kRansSlotMask) + 1u) * (x >> 12) + (e >> 20);
+  x = static_cast<State>(((e >> 8) & kRansSlotMask) + 1u) * (x >> 12) + (e >> 20);
   return e & 0xffu;
 }
 

@@ -95,7 +95,11 @@ class StreamDecoder {
       return job.start_states ? StartFrom(*job.start_states) : Status::Ok();
     }
     if (job.data == nullptr && job.size != 0) return Status::InvalidArgument("rANS decode: null data");
+    // A stream that starts from its own states, with a group for every lane, begins with its tail's group
+    // count (docs/rans.md, "Tail").
+    tail_field_ = !job.end_states && job.n >= kLanes;
     size_t header = 0;
+    if (tail_field_) KVSTREAM_RETURN_IF_ERROR(ReadTail(&header));
     if (lanes_stored > 0) KVSTREAM_RETURN_IF_ERROR(LoadStates(lanes_stored, &header));
     if (job.n == 0) {  // a chained stream of no symbols: its header is its end states
       if (job.size != header) {
@@ -121,7 +125,9 @@ class StreamDecoder {
     cursor_.pos = job.data + header;
     cursor_.end = job.data + job.size;
     cursor_.out = job.out;
-    const size_t groups = job.n / kLanes;
+    // The tail's symbols are decoded without renormalising, past the reach of the group kernels.
+    renormalised_ = tail_groups_ == 0 ? job.n : ((job.n + kLanes - 1) / kLanes - tail_groups_) * kLanes;
+    const size_t groups = renormalised_ / kLanes;
     if (groups >= kMinKernelGroups && BuildLaneOffsets(tables_, &offsets_, &cursor_.cycle_groups)) {
       cursor_.table_base = tables_[0];
       cursor_.lane_offsets = offsets_.data();
@@ -142,7 +148,8 @@ class StreamDecoder {
     const uint8_t*& pos = cursor_.pos;
     const uint8_t* const end = cursor_.end;
     size_t i = cursor_.group * kLanes;
-    for (size_t m = i % job_.period; i < job_.n; ++i) {
+    size_t m = i % job_.period;
+    for (; i < renormalised_; ++i) {
       if (!RansDecodeStep(state_[i % kLanes], tables_[m], pos, end, job_.out[i])) [[unlikely]] {
         return Status::CorruptData("rANS stream: truncated, symbol " + std::to_string(i) + " of " +
                                    std::to_string(job_.n) + " needs a word past the end of the " +
@@ -150,24 +157,60 @@ class StreamDecoder {
       }
       if (++m == job_.period) m = 0;
     }
+    if (tail_groups_ > 0) KVSTREAM_RETURN_IF_ERROR(DecodeTail(i, m, pos));
     if (pos != end) {
       return Status::CorruptData("rANS stream: " + std::to_string(end - pos) + " of " + std::to_string(job_.size) +
                                  " bytes left over after " + std::to_string(job_.n) + " symbols");
     }
-    return EndStates();
+    if (tail_groups_ == 0) KVSTREAM_RETURN_IF_ERROR(EndStates());
+    if (tail_field_) {
+      const size_t encoders = RansTailOf(job_.out, job_.n, job_.models, job_.period).groups;
+      if (encoders != tail_groups_) {
+        return Status::CorruptData("rANS stream: a tail of " + std::to_string(tail_groups_) +
+                                   " groups, where its symbols' encoding has " + std::to_string(encoders));
+      }
+    }
+    return Status::Ok();
   }
 
  private:
-  // The header's states of its first `lanes` lanes (docs/rans.md, "Stream layout": each state's bit
-  // length, then its bits below the leading one, so every state lies in [2^16, 2^32)), and its size in
-  // bytes; the other lanes, which code no symbol, sit at 2^16 from the start.
+  // The tail's fields at data[0] (docs/rans.md, "Stream layout"): its group count (a byte, at most the
+  // stream's groups) and, for a tail, each lane's word count (2 bits a lane, each at most 2);
+  // *header_bytes = their size.
+  Status ReadTail(size_t* header_bytes) {
+    if (job_.size < 1) return Truncated(1);
+    const size_t groups = job_.data[0];
+    const size_t stream_groups = (job_.n + kLanes - 1) / kLanes;
+    if (groups > stream_groups) {
+      return Status::CorruptData("rANS stream: a tail of " + std::to_string(groups) + " groups in a stream of " +
+                                 std::to_string(stream_groups));
+    }
+    tail_groups_ = groups;
+    *header_bytes = 1;
+    if (tail_groups_ == 0) return Status::Ok();
+    if (job_.size < *header_bytes + 4) return Truncated(*header_bytes + 4);
+    for (size_t j = 0; j < kLanes; ++j) {
+      const uint32_t byte = job_.data[*header_bytes + j / 4];
+      tail_words_[j] = (byte >> (2 * (j % 4))) & 3u;
+      if (tail_words_[j] == 3) {
+        return Status::CorruptData("rANS stream: lane " + std::to_string(j) + "'s tail state comes down by 3 words, " +
+                                   "at most 2");
+      }
+    }
+    *header_bytes += 4;
+    return Status::Ok();
+  }
+
+  // The header's states of its first `lanes` lanes at data[*header_bytes] (docs/rans.md, "Stream layout":
+  // each state's bit length, then its bits below the leading one, so every state lies in [2^16, 2^32));
+  // *header_bytes grows by their size. The other lanes, which code no symbol, sit at 2^16 from the start.
   Status LoadStates(size_t lanes, size_t* header_bytes) {
-    const uint8_t* data = job_.data;
+    const uint8_t* data = job_.data + *header_bytes;
     const size_t length_bytes = (lanes + 1) / 2;
-    if (job_.size < length_bytes) return Truncated(length_bytes);
+    if (job_.size < *header_bytes + length_bytes) return Truncated(*header_bytes + length_bytes);
     size_t bits = 0;
     for (size_t j = 0; j < lanes; ++j) bits += BitsBelowTheLeadingOne(data, j);
-    *header_bytes = length_bytes + (bits + 7) / 8;
+    *header_bytes += length_bytes + (bits + 7) / 8;
     if (job_.size < *header_bytes) return Truncated(*header_bytes);
     if (lanes % 2 == 1 && (data[lanes / 2] >> 4) != 0) {
       return Status::CorruptData("rANS stream: the header's unused length nibble is not 0");
@@ -212,6 +255,33 @@ class StreamDecoder {
     return Status::Ok();
   }
 
+  // The tail, symbols [i, n) (docs/rans.md, "Tail"): each lane's state goes back up by its words, read
+  // from pos, then down without renormalising, in 64 bits, to 1.
+  Status DecodeTail(size_t i, size_t m, const uint8_t*& pos) {
+    uint64_t x[kLanes];
+    for (size_t j = 0; j < kLanes; ++j) {
+      x[j] = state_[j];
+      for (uint32_t w = 0; w < tail_words_[j]; ++w, pos += 2) {
+        if (cursor_.end - pos < 2) {
+          return Status::CorruptData("rANS stream: truncated, lane " + std::to_string(j) + "'s tail needs a word " +
+                                     "past the end of the " + std::to_string(job_.size) + "-byte stream");
+        }
+        x[j] = (x[j] << 16) | pos[0] | (uint32_t{pos[1]} << 8);
+      }
+    }
+    for (; i < job_.n; ++i) {
+      job_.out[i] = static_cast<uint8_t>(RansDecodeSymbol(x[i % kLanes], tables_[m]));
+      if (++m == job_.period) m = 0;
+    }
+    for (size_t j = 0; j < kLanes; ++j) {
+      if (x[j] != 1) {
+        return Status::CorruptData("rANS stream: final state of lane " + std::to_string(j) + " = " +
+                                   std::to_string(x[j]) + " after its tail, expected 1");
+      }
+    }
+    return Status::Ok();
+  }
+
   // Hands the states on to the next stream of a chain, or checks that every lane is back at 2^16.
   Status EndStates() {
     if (job_.end_states) {
@@ -228,6 +298,10 @@ class StreamDecoder {
   }
 
   RansDecodeJob job_;
+  bool tail_field_ = false;
+  size_t tail_groups_ = 0;
+  uint32_t tail_words_[kLanes] = {};  // how many words each lane's state came down by after the tail
+  size_t renormalised_ = 0;  // symbols [0, renormalised_) renormalise, the tail's after them do not
   std::vector<const uint32_t*> tables_;
   std::vector<int32_t> offsets_;
   uint32_t state_[kLanes] = {};

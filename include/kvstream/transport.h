@@ -22,9 +22,9 @@
 
 namespace kvstream {
 
-// 2: chunk payloads in chunk format 3 (16-lane rANS streams), so peers with different chunk formats are
-// refused at the handshake instead of failing on every chunk.
-inline constexpr uint16_t kProtocolVersion = 2;
+// The version follows the chunk format of the payloads, so that peers with different chunk formats are
+// refused at the handshake instead of failing on every chunk: 3 carries chunk format 5 (rANS tails).
+inline constexpr uint16_t kProtocolVersion = 3;
 
 // The version of the UCX library this process runs (ucp_get_version_string), for benchmark reports.
 std::string UcxVersion();

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "codec/common/rans.h"
@@ -195,24 +197,94 @@ bool ReferenceStates(const std::vector<uint8_t>& stream, size_t lanes, std::vect
   return true;
 }
 
-std::vector<uint8_t> ReferenceEncode(const std::vector<uint8_t>& symbols,
-                                     const std::vector<const RansModel*>& models) {
+// The owner (symbol, rank) of every slot: the pairs (s, k), k < f[s], in order of
+// floor((2k + 1) * 4096 / (2 f[s])), then of s.
+std::vector<std::pair<int, uint32_t>> ReferenceSlots(const RansModel& m) {
+  std::vector<std::tuple<uint32_t, int, uint32_t>> pairs;
+  for (int s = 0; s < m.alphabet(); ++s) {
+    const uint32_t f = m.frequencies()[s];
+    for (uint32_t k = 0; k < f; ++k) pairs.emplace_back((2 * k + 1) * 4096 / (2 * f), s, k);
+  }
+  std::sort(pairs.begin(), pairs.end());
+  std::vector<std::pair<int, uint32_t>> owners;
+  for (const auto& [position, s, k] : pairs) owners.emplace_back(s, k);
+  return owners;
+}
+
+// The reference coder's view of the tables: every model's slot owners, and each (symbol, rank)'s slot.
+struct ReferenceTables {
+  explicit ReferenceTables(const std::vector<const RansModel*>& models) : models(models) {
+    for (const RansModel* m : models) {
+      owners.push_back(ReferenceSlots(*m));
+      std::vector<std::vector<uint32_t>> slots(256);
+      for (uint32_t slot = 0; slot < 4096; ++slot) slots[owners.back()[slot].first].push_back(slot);
+      slot_of.push_back(std::move(slots));
+    }
+  }
+  uint64_t Freq(size_t i, int s) const { return models[i % models.size()]->frequencies()[s]; }
+  // C(s, x) for symbol s at index i.
+  uint64_t Code(size_t i, int s, uint64_t v) const {
+    return (v / Freq(i, s)) * 4096 + slot_of[i % models.size()][s].at(v % Freq(i, s));
+  }
+  std::vector<const RansModel*> models;
+  std::vector<std::vector<std::pair<int, uint32_t>>> owners;
+  std::vector<std::vector<std::vector<uint32_t>>> slot_of;  // [model][symbol][rank]
+};
+
+// The tail (docs/rans.md, "Tail"): the fewest last groups that, coded from states of 1 without
+// renormalising and without leaving 64 bits, take every lane to 2^16 or more; 0 if none does. *x: the
+// states after it.
+size_t ReferenceTail(const std::vector<uint8_t>& symbols, const ReferenceTables& t, std::vector<uint64_t>* x) {
   const size_t n = symbols.size();
+  if (n < kLanes) return 0;
+  const size_t groups = (n + kLanes - 1) / kLanes;
+  x->assign(kLanes, 1);
+  for (size_t tail = 1; tail <= std::min<size_t>(groups, 255); ++tail) {
+    for (size_t i = std::min(n, (groups - tail + 1) * kLanes); i-- > (groups - tail) * kLanes;) {
+      uint64_t& v = (*x)[i % kLanes];
+      if (v / t.Freq(i, symbols[i]) >= (uint64_t{1} << 52)) return 0;
+      v = t.Code(i, symbols[i], v);
+    }
+    if (std::all_of(x->begin(), x->end(), [](uint64_t s) { return s >= (1u << 16); })) return tail;
+  }
+  return 0;
+}
+
+std::vector<uint8_t> ReferenceEncode(const std::vector<uint8_t>& symbols, const ReferenceTables& tables) {
+  const size_t n = symbols.size();
+  std::vector<uint64_t> after_tail;
+  const size_t tail = ReferenceTail(symbols, tables, &after_tail);
   std::vector<uint32_t> x(kLanes, 1u << 16);
-  std::vector<uint16_t> emitted;
-  for (size_t i = n; i-- > 0;) {
-    const RansModel& m = *models[i % models.size()];
-    const uint64_t f = m.frequencies()[symbols[i]];
-    uint64_t start = 0;
-    for (int s = 0; s < symbols[i]; ++s) start += m.frequencies()[s];
+  std::vector<uint16_t> emitted;  // in the order the decoder reads them
+  std::vector<uint8_t> words_field(4, 0);
+  if (tail > 0) {
+    for (size_t j = 0; j < kLanes; ++j) {
+      int words = 0;
+      while ((after_tail[j] >> (16 * words)) >= (uint64_t{1} << 32)) ++words;
+      x[j] = static_cast<uint32_t>(after_tail[j] >> (16 * words));
+      for (int w = words; w-- > 0;) emitted.push_back(static_cast<uint16_t>(after_tail[j] >> (16 * w)));
+      words_field[j / 4] = static_cast<uint8_t>(words_field[j / 4] | (words << (2 * (j % 4))));
+    }
+  }
+  std::reverse(emitted.begin(), emitted.end());  // from here on in the order of emission
+  const size_t coded = tail == 0 ? n : ((n + kLanes - 1) / kLanes - tail) * kLanes;
+  for (size_t i = coded; i-- > 0;) {
     uint64_t v = x[i % kLanes];
-    if (v >= f << 20) {
+    if (v >= tables.Freq(i, symbols[i]) << 20) {
       emitted.push_back(static_cast<uint16_t>(v));
       v >>= 16;
     }
-    x[i % kLanes] = static_cast<uint32_t>((v / f) * 4096 + v % f + start);
+    x[i % kLanes] = static_cast<uint32_t>(tables.Code(i, symbols[i], v));
   }
-  std::vector<uint8_t> out = ReferenceHeader(x, std::min<size_t>(n, kLanes));
+  std::vector<uint8_t> out;
+  if (n >= kLanes) {
+    out.push_back(static_cast<uint8_t>(tail));
+    if (tail > 0) {
+      for (uint8_t b : words_field) out.push_back(b);
+    }
+  }
+  const std::vector<uint8_t> header = ReferenceHeader(x, std::min<size_t>(n, kLanes));
+  out.insert(out.end(), header.begin(), header.end());
   for (auto it = emitted.rbegin(); it != emitted.rend(); ++it) {
     out.push_back(static_cast<uint8_t>(*it));
     out.push_back(static_cast<uint8_t>(*it >> 8));
@@ -220,30 +292,51 @@ std::vector<uint8_t> ReferenceEncode(const std::vector<uint8_t>& symbols,
   return out;
 }
 
-bool ReferenceDecode(const std::vector<uint8_t>& stream, const std::vector<const RansModel*>& models,
-                     std::vector<uint8_t>* out) {
+bool ReferenceDecode(const std::vector<uint8_t>& stream, const ReferenceTables& tables, std::vector<uint8_t>* out) {
+  const std::vector<const RansModel*>& models = tables.models;
   const size_t n = out->size();
   const size_t lanes = std::min<size_t>(n, kLanes);
-  std::vector<uint32_t> x(kLanes, 1u << 16);
-  size_t pos = 0;
-  if (lanes > 0 && !ReferenceStates(stream, lanes, &x, &pos)) return false;
-  for (size_t i = 0; i < n; ++i) {
-    const RansModel& m = *models[i % models.size()];
-    uint32_t& v = x[i % kLanes];
-    const uint32_t slot = v & 4095;
-    int s = 0;
-    uint32_t start = 0;
-    while (start + m.frequencies()[s] <= slot) start += m.frequencies()[s++];
-    (*out)[i] = static_cast<uint8_t>(s);
-    v = m.frequencies()[s] * (v >> 12) + slot - start;
-    if (v < (1u << 16)) {
-      if (pos + 2 > stream.size()) return false;
-      v = (v << 16) | stream[pos] | (stream[pos + 1] << 8);
-      pos += 2;
+  size_t tail = 0, pos = 0;
+  std::vector<int> tail_words(kLanes, 0);
+  if (n >= kLanes) {
+    if (pos == stream.size()) return false;
+    tail = stream[pos++];
+    if (tail > 0) {
+      if (pos + 4 > stream.size()) return false;
+      for (size_t j = 0; j < kLanes; ++j) tail_words[j] = (stream[pos + j / 4] >> (2 * (j % 4))) & 3;
+      pos += 4;
     }
   }
-  return pos == stream.size() &&
-         std::all_of(x.begin(), x.end(), [](uint32_t v) { return v == (1u << 16); });
+  const size_t renormalised = tail == 0 ? n : ((n + kLanes - 1) / kLanes - tail) * kLanes;
+  std::vector<uint32_t> x(kLanes, 1u << 16);
+  size_t header = 0;
+  const std::vector<uint8_t> rest(stream.begin() + static_cast<ptrdiff_t>(pos), stream.end());
+  if (lanes > 0 && !ReferenceStates(rest, lanes, &x, &header)) return false;
+  pos += header;
+  const auto word = [&](uint64_t* v) {
+    if (pos + 2 > stream.size()) return false;
+    *v = (*v << 16) | stream[pos] | (stream[pos + 1] << 8);
+    pos += 2;
+    return true;
+  };
+  std::vector<uint64_t> v(x.begin(), x.end());
+  for (size_t i = 0; i < n; ++i) {
+    if (i == renormalised) {
+      for (size_t j = 0; j < kLanes; ++j) {
+        for (int w = 0; w < tail_words[j]; ++w) {
+          if (!word(&v[j])) return false;
+        }
+      }
+    }
+    const auto [s, rank] = tables.owners[i % models.size()][v[i % kLanes] & 4095];
+    (*out)[i] = static_cast<uint8_t>(s);
+    v[i % kLanes] = tables.Freq(i, s) * (v[i % kLanes] >> 12) + rank;
+    if (i < renormalised && v[i % kLanes] < (1u << 16) && !word(&v[i % kLanes])) return false;
+  }
+  const uint64_t start = tail > 0 ? 1 : 1u << 16;
+  std::vector<uint64_t> after_tail;
+  return pos == stream.size() && std::all_of(v.begin(), v.end(), [&](uint64_t s) { return s == start; }) &&
+         ReferenceTail(*out, tables, &after_tail) == tail;
 }
 
 double CostOf(const std::vector<uint32_t>& counts, const uint16_t* f) {
@@ -336,9 +429,8 @@ TEST(RansModel, ReciprocalDivisionIsExact) {
     const uint64_t hi = std::min<uint64_t>(uint64_t{freq} << 20, uint64_t{1} << 32);
     for (int k = 0; k < 64; ++k) {
       uint64_t x = k < 16 ? (uint64_t{freq} << 4) + k : k < 32 ? hi - 1 - (k - 16) : (freq << 4) + rng() % (hi - (freq << 4));
-      const uint32_t q = static_cast<uint32_t>((static_cast<unsigned __int128>(x) * e.rcp) >> 64);
-      const uint32_t got = static_cast<uint32_t>(x) + e.bias + q * e.cmpl_freq;
-      ASSERT_EQ(got, (x / freq) * 4096 + x % freq) << "freq " << freq << " x " << x;
+      const uint64_t got = RansCodeSymbol(static_cast<uint32_t>(x), e, model.slot_of_rank());
+      ASSERT_EQ(got, (x / freq) * 4096 + model.slot_of_rank()[e.first + x % freq]) << "freq " << freq << " x " << x;
     }
   }
 }
@@ -375,7 +467,8 @@ TEST(Rans, RoundTripsMatchTheReferenceCoder) {
         ASSERT_TRUE(RansEncode(symbols.data(), n, ptrs.data(), period, &stream).ok());
         ASSERT_EQ(stream[0], 0xAA);
         stream.erase(stream.begin());
-        ASSERT_EQ(stream, ReferenceEncode(symbols, ptrs));
+        const ReferenceTables tables(ptrs);
+        ASSERT_EQ(stream, ReferenceEncode(symbols, tables));
         for (Path path : kAllPaths) {
           SCOPED_TRACE(PathName(path));
           std::vector<uint8_t> decoded(n, 0xEE);
@@ -384,7 +477,7 @@ TEST(Rans, RoundTripsMatchTheReferenceCoder) {
           ASSERT_EQ(decoded, symbols);
         }
         std::vector<uint8_t> reference(n);
-        ASSERT_TRUE(ReferenceDecode(stream, ptrs, &reference));
+        ASSERT_TRUE(ReferenceDecode(stream, tables, &reference));
         ASSERT_EQ(reference, symbols);
       }
     }
@@ -407,7 +500,7 @@ TEST(Rans, ExtremeFrequenciesRoundTrip) {
   }
   std::vector<uint8_t> stream;
   ASSERT_TRUE(RansEncode(symbols.data(), symbols.size(), ptrs.data(), 3, &stream).ok());
-  ASSERT_EQ(stream, ReferenceEncode(symbols, ptrs));
+  ASSERT_EQ(stream, ReferenceEncode(symbols, ReferenceTables(ptrs)));
   for (Path path : kAllPaths) {
     std::vector<uint8_t> decoded(symbols.size());
     ASSERT_TRUE(Decode(path, stream, ptrs, &decoded).ok()) << PathName(path);
@@ -498,6 +591,10 @@ TEST(Rans, EveryTruncationIsAnError) {
   }
 }
 
+// The size of a stream's tail fields (docs/rans.md, "Stream layout"): its group count, and its lanes' word
+// counts when it has a tail.
+size_t TailFieldBytes(const std::vector<uint8_t>& stream) { return stream.at(0) == 0 ? 1 : 5; }
+
 TEST(Rans, TrailingBytesAndBadStatesAreErrors) {
   const size_t n = 5000, period = 192;
   const auto symbols = LaplaceSymbols(n, 2.0, 32, 23);
@@ -521,9 +618,12 @@ TEST(Rans, TrailingBytesAndBadStatesAreErrors) {
     EXPECT_EQ(st.code(), StatusCode::kCorruptData);
     EXPECT_NE(st.message().find("header"), std::string::npos) << st.message();
   }
+  const size_t tail_fields = TailFieldBytes(stream);
+  const std::vector<uint8_t> after_tail_fields(stream.begin() + static_cast<ptrdiff_t>(tail_fields), stream.end());
   std::vector<uint32_t> states(kLanes);
   size_t header = 0;
-  ASSERT_TRUE(ReferenceStates(stream, kLanes, &states, &header));
+  ASSERT_TRUE(ReferenceStates(after_tail_fields, kLanes, &states, &header));
+  header += tail_fields;
   auto spare = stream;
   spare[header - 1] ^= 0x80;  // a padding bit, or the last state's top stored bit: refused either way
   st = Decode(Path::kBest, spare, ptrs, &out);
@@ -538,7 +638,7 @@ TEST(Rans, TrailingBytesAndBadStatesAreErrors) {
 
   // A different but valid initial state decodes to the end and is caught by the final-state check.
   auto shifted = stream;
-  shifted[kLanes / 2] ^= 1;  // lane 0's lowest bit
+  shifted[tail_fields + kLanes / 2] ^= 1;  // lane 0's lowest bit
   st = Decode(Path::kBest, shifted, ptrs, &out);
   EXPECT_EQ(st.code(), StatusCode::kCorruptData);
 
@@ -563,10 +663,12 @@ TEST(Rans, BitFlipsNeverCrashAndAllPathsAgree) {
     ExpectSameVerdict(flipped, ptrs, n, 32, &ok);
     accepted += ok;
   }
-  // A flip can turn the stream into the valid coding of other symbols (e.g. the last symbol of a lane
-  // moving to a neighbour of equal power-of-two frequency); the final-state check of the 16 lanes catches
-  // most of the rest (about 1 % get through here), and the container's CRC32C catches every single flip.
-  EXPECT_LE(accepted, static_cast<int>(8 * stream.size() / 50));
+  // A flip can turn the stream into the valid coding of other symbols: the final-state check catches most
+  // (about 11 % get through here), and the container's CRC32C catches every single flip. The check is
+  // weaker than 16 bits a lane because the lanes end a tail at 1, and a damaged state that falls below
+  // 4096 in the tail sinks to 0 or 1 whatever it decodes (docs/rans.md, "Tail"); without tails about 1 %
+  // got through.
+  EXPECT_LE(accepted, static_cast<int>(8 * stream.size() / 5));
 }
 
 TEST(Rans, GarbageNeverCrashesAndAllPathsAgree) {
@@ -634,6 +736,75 @@ TEST(Rans, StreamsDecodedTogetherDecodeLikeSingleStreams) {
   }
 }
 
+// Tails (docs/rans.md, "Tail"): a stream's last groups are coded first from states of 1, so a stream costs
+// its ideal size plus a few bits a lane rather than the 16 bits of starting from 2^16; the encoder's tail
+// is the only one the decoder accepts; lanes whose states would leave 64 bits before every lane reaches
+// 2^16 give a stream without a tail.
+TEST(Rans, TailsSaveTheInitialStatesAndAreChecked) {
+  const size_t n = 20000, period = 192;
+  const auto symbols = LaplaceSymbols(n, 1.0, 32, 61);
+  const auto models = ModelsFor(symbols, period, 32);
+  const auto ptrs = Pointers(models);
+  std::vector<uint8_t> stream;
+  ASSERT_TRUE(RansEncode(symbols.data(), n, ptrs.data(), period, &stream).ok());
+  const RansTail tail = RansTailOf(symbols.data(), n, ptrs.data(), period);
+  ASSERT_GT(tail.groups, 0u);
+  EXPECT_EQ(stream[0], tail.groups);
+  // Lane states carry about 27.5 bits of header each; without the tail 16 of them would be the initial
+  // state's, with it a few bits of the tail's first steps.
+  const double overhead_bits = 8.0 * stream.size() - RansIdealBits(symbols.data(), n, ptrs.data(), period);
+  EXPECT_LT(overhead_bits, 16.0 * kLanes) << "ideal " << RansIdealBits(symbols.data(), n, ptrs.data(), period);
+
+  std::vector<uint8_t> out(n);
+  const auto refused = [&](std::vector<uint8_t> bad, const std::string& why, const std::string& says = "tail") {
+    bool ok = true;
+    ExpectSameVerdict(bad, ptrs, n, 32, &ok);
+    EXPECT_FALSE(ok) << why;
+    const Status st = Decode(Path::kBest, bad, ptrs, &out);
+    EXPECT_NE(st.message().find(says), std::string::npos) << why << ": " << st.message();
+  };
+  for (int delta : {-1, 1}) {  // another tail length: the lanes cannot all end at 1, or the count is not the encoder's
+    auto other = stream;
+    other[0] = static_cast<uint8_t>(other[0] + delta);
+    bool ok = true;
+    ExpectSameVerdict(other, ptrs, n, 32, &ok);
+    EXPECT_FALSE(ok) << delta;
+  }
+  const std::vector<uint8_t> few(symbols.begin(), symbols.begin() + 20 * kLanes);
+  std::vector<uint8_t> few_stream;
+  ASSERT_TRUE(RansEncode(few.data(), few.size(), ptrs.data(), period, &few_stream).ok());
+  few_stream[0] = 21;  // more groups than the stream has
+  std::vector<uint8_t> few_out(few.size());
+  const Status past = Decode(Path::kBest, few_stream, ptrs, &few_out);
+  EXPECT_NE(past.message().find("a tail of 21 groups in a stream of 20"), std::string::npos) << past.message();
+  auto three_words = stream;
+  three_words[1] |= 3;  // lane 0's state comes down by 3 words
+  refused(three_words, "3 words");
+  refused(std::vector<uint8_t>(stream.begin(), stream.begin() + 3), "word counts cut short", "header");
+
+  // Lane 0 codes 8 bits a symbol, the others next to nothing: lane 0 leaves 64 bits long before the others
+  // reach 2^16, so there is no tail, and the stream still round-trips.
+  const uint16_t sure[2] = {4095, 1};
+  std::vector<uint16_t> wide(256, 16);
+  const RansModel wide_model = RansModel::FromFrequencies(wide.data(), 256).value();
+  const RansModel sure_model = RansModel::FromFrequencies(sure, 2).value();
+  std::vector<const RansModel*> lopsided(kLanes, &sure_model);
+  lopsided[0] = &wide_model;
+  std::vector<uint8_t> skewed(kLanes * 40, 0);
+  std::mt19937 rng(5);
+  for (size_t i = 0; i < skewed.size(); i += kLanes) skewed[i] = static_cast<uint8_t>(rng());
+  EXPECT_EQ(RansTailOf(skewed.data(), skewed.size(), lopsided.data(), kLanes).groups, 0u);
+  std::vector<uint8_t> plain;
+  ASSERT_TRUE(RansEncode(skewed.data(), skewed.size(), lopsided.data(), kLanes, &plain).ok());
+  EXPECT_EQ(plain[0], 0);
+  EXPECT_EQ(plain, ReferenceEncode(skewed, ReferenceTables(lopsided)));
+  std::vector<uint8_t> back(skewed.size());
+  for (Path path : kAllPaths) {
+    ASSERT_TRUE(Decode(path, plain, lopsided, &back).ok()) << PathName(path);
+    EXPECT_EQ(back, skewed) << PathName(path);
+  }
+}
+
 // Chained streams (docs/rans.md): the first ends in the states the second starts from; its header stores
 // all 16 lanes, the second none. Every length pairing (empty, fewer symbols than lanes, vector-kernel long)
 // round-trips, alone and decoded together with other streams; a change to either stream is caught by the
@@ -690,7 +861,7 @@ TEST(Rans, ChainedStreamsHandTheirStatesOn) {
           RansDecodeTogether(&job, 1, &st_bad);
           caught += !st_bad.ok();
         }
-        EXPECT_EQ(caught, 50);
+        EXPECT_GE(caught, 40);  // a tail's end check is weaker (BitFlipsNeverCrashAndAllPathsAgree)
       }
     }
   }
