@@ -96,6 +96,15 @@ struct RansTail {
   uint64_t state[kRansLanes] = {};
 };
 
+// Whether a stream of n symbols carries the tail's fields (docs/rans.md, "Stream layout"): it has a group for
+// every lane and starts from its own states rather than handing them on to a next stream.
+inline bool RansHasTailField(size_t n, bool hands_states_on) { return !hands_states_on && n >= kRansLanes; }
+
+// How many of a stream's n symbols come before a tail of tail_groups groups: those coded with renormalising.
+inline size_t RansSymbolsBeforeTail(size_t n, size_t tail_groups) {
+  return tail_groups == 0 ? n : ((n + kRansLanes - 1) / kRansLanes - tail_groups) * kRansLanes;
+}
+
 // The tail the encoder gives symbols[0, n): the fewest groups, at most kRansMaxTailGroups, after which every
 // lane's state is at least 2^16; none (groups = 0: the lanes start at 2^16) when n < kRansLanes, when a
 // symbol has frequency 0, when a lane would leave 64 bits first, or when no such number of groups gets

@@ -47,7 +47,7 @@ Status RansEncode(const uint8_t* symbols, size_t n, const RansModel* const* mode
   for (size_t j = 0; j < kLanes; ++j) state[j] = end_states ? end_states->state[j] : kRansStateLow;
   // A stream that starts from its own states, with a group for every lane, may have a tail (docs/rans.md,
   // "Tail"): its group count comes first. Symbols [0, coded) are coded with renormalisation.
-  const bool tail_field = end_states == nullptr && n >= kLanes;
+  const bool tail_field = RansHasTailField(n, end_states != nullptr);
   size_t tail = 0;
   uint32_t tail_words = 0;  // 2 bits a lane: how many words each lane's state came down by after the tail
   size_t coded = n;
@@ -92,8 +92,8 @@ Status RansEncode(const uint8_t* symbols, size_t n, const RansModel* const* mode
   if (tail_field) {
     const RansTail after = RansTailOf(symbols, n, models, period);
     tail = after.groups;
+    coded = RansSymbolsBeforeTail(n, tail);
     if (tail > 0) {
-      coded = ((n + kLanes - 1) / kLanes - tail) * kLanes;
       for (size_t j = kLanes; j-- > 0;) {
         uint64_t y = after.state[j];
         uint32_t words = 0;

@@ -97,7 +97,7 @@ class StreamDecoder {
     if (job.data == nullptr && job.size != 0) return Status::InvalidArgument("rANS decode: null data");
     // A stream that starts from its own states, with a group for every lane, begins with its tail's group
     // count (docs/rans.md, "Tail").
-    tail_field_ = !job.end_states && job.n >= kLanes;
+    tail_field_ = RansHasTailField(job.n, job.end_states != nullptr);
     size_t header = 0;
     if (tail_field_) KVSTREAM_RETURN_IF_ERROR(ReadTail(&header));
     if (lanes_stored > 0) KVSTREAM_RETURN_IF_ERROR(LoadStates(lanes_stored, &header));
@@ -126,7 +126,7 @@ class StreamDecoder {
     cursor_.end = job.data + job.size;
     cursor_.out = job.out;
     // The tail's symbols are decoded without renormalising, past the reach of the group kernels.
-    renormalised_ = tail_groups_ == 0 ? job.n : ((job.n + kLanes - 1) / kLanes - tail_groups_) * kLanes;
+    renormalised_ = RansSymbolsBeforeTail(job.n, tail_groups_);
     const size_t groups = renormalised_ / kLanes;
     if (groups >= kMinKernelGroups && BuildLaneOffsets(tables_, &offsets_, &cursor_.cycle_groups)) {
       cursor_.table_base = tables_[0];
