@@ -16,7 +16,7 @@ namespace kvstream::codec {
 inline constexpr uint8_t kChunkMagic[4] = {'K', 'V', 'C', 'K'};
 // 2: sink rows (header byte 13); 3: rANS streams of 16 lanes; 4: their states stored by bit length;
 // 5: rANS tails and spread slots.
-inline constexpr uint16_t kChunkVersion = 5;
+inline constexpr uint16_t kChunkVersion = 6;
 inline constexpr uint32_t kChunkFixedHeaderBytes = 64;
 inline constexpr uint32_t kSegmentEntryBytes = 24;
 inline constexpr uint8_t kChunkFlagInChunkTables = 0x01;

@@ -171,7 +171,8 @@ void RansModel::BuildTables() {
   }
 }
 
-RansTail RansTailOf(const uint8_t* symbols, size_t n, const RansModel* const* models, size_t period) {
+RansTail RansTailOf(const uint8_t* symbols, size_t n, const RansModel* const* models, size_t period,
+                    bool has_header) {
   RansTail tail;
   if (n < kRansLanes) return tail;
   uint64_t* const x = tail.state;
@@ -196,7 +197,11 @@ RansTail RansTailOf(const uint8_t* symbols, size_t n, const RansModel* const* mo
       return tail;
     }
   }
-  return RansTail{};
+  // A short stream whose lanes code too little to reach 2^16 is all tail: its lanes' states are stored as
+  // they are instead of starting from 2^16.
+  if (!has_header || groups > kRansMaxTailGroups) return RansTail{};
+  tail.groups = groups;
+  return tail;
 }
 
 double RansIdealBits(const uint8_t* symbols, size_t n, const RansModel* const* models, size_t period) {

@@ -89,7 +89,8 @@ struct RansLanes {
 
 // A stream's tail (docs/rans.md, "Tail"): its last `groups` groups of kRansLanes symbols, which the encoder
 // codes first, from states of 1 and without renormalising, in 64-bit states, so that no lane spends the 16
-// bits of starting from 2^16. `state`: the lanes' states after it, each in [2^16, 2^64).
+// bits of starting from 2^16. `state`: the lanes' states after it, each in [2^16, 2^64), or in [1, 2^64)
+// when the tail is the whole stream.
 inline constexpr size_t kRansMaxTailGroups = 255;  // the count is a byte, and checking a tail stays cheap
 struct RansTail {
   size_t groups = 0;
@@ -105,12 +106,22 @@ inline size_t RansSymbolsBeforeTail(size_t n, size_t tail_groups) {
   return tail_groups == 0 ? n : ((n + kRansLanes - 1) / kRansLanes - tail_groups) * kRansLanes;
 }
 
+// Whether a stream's tail of tail_groups groups is the whole of its n symbols and stored as such: its
+// header then holds the tail's 64-bit states themselves, and the stream has no words (docs/rans.md,
+// "Stream layout"). Not for a stream without a header of its own, which starts from the states a previous
+// stream ends in ("Chained streams"): those are 32-bit states of at least 2^16.
+inline bool RansTailIsWholeStream(size_t n, size_t tail_groups, bool has_header) {
+  return has_header && tail_groups > 0 && RansSymbolsBeforeTail(n, tail_groups) == 0;
+}
+
 // The tail the encoder gives symbols[0, n): the fewest groups, at most kRansMaxTailGroups, after which every
-// lane's state is at least 2^16; none (groups = 0: the lanes start at 2^16) when n < kRansLanes, when a
-// symbol has frequency 0, when a lane would leave 64 bits first, or when no such number of groups gets
-// every lane there. The decoder checks a stream's tail against it, so that every stream it accepts is the
-// encoding of its symbols.
-RansTail RansTailOf(const uint8_t* symbols, size_t n, const RansModel* const* models, size_t period);
+// lane's state is at least 2^16, or else, for a stream with a header of its own and at most
+// kRansMaxTailGroups groups, the whole stream; none (groups = 0: the lanes start at 2^16) when
+// n < kRansLanes, when a symbol has frequency 0, when a lane would leave 64 bits first, or when neither
+// applies. The decoder checks a stream's tail against it, so that every stream it accepts is the encoding
+// of its symbols.
+RansTail RansTailOf(const uint8_t* symbols, size_t n, const RansModel* const* models, size_t period,
+                    bool has_header);
 
 // Appends the rANS stream of symbols[0, n) to *out; symbol i uses models[i % period]. Fails with
 // InvalidArgument (naming the index, the symbol and the model) if a symbol has frequency 0 in its model.

@@ -1,4 +1,5 @@
 // rANS encoder: codes symbols backwards into kRansLanes interleaved states (format: docs/rans.md).
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <memory>
@@ -10,31 +11,58 @@
 namespace kvstream::codec {
 namespace {
 
-// The header of the first `lanes` states (docs/rans.md, "Stream layout"): each state's bit length less
-// 17 as a nibble, then the bits below each one's leading one, packed least significant first. A state
-// in [2^16, 2^32) carries its information in its top bits only, so this stores about 27.5 bits of it on
-// average instead of 32.
-void WriteStates(const uint32_t* state, size_t lanes, std::vector<uint8_t>* out) {
-  const size_t first = out->size();
-  out->resize(first + (lanes + 1) / 2, 0);
-  uint64_t pending = 0;
-  int pending_bits = 0;
-  for (size_t j = 0; j < lanes; ++j) {
-    const int below = 31 - std::countl_zero(state[j]);  // 16..31: the bits below the leading one
-    (*out)[first + j / 2] |= static_cast<uint8_t>((below - 16) << (4 * (j % 2)));
-    pending |= uint64_t{state[j] & ((uint32_t{1} << below) - 1)} << pending_bits;
-    pending_bits += below;
-    for (; pending_bits >= 8; pending_bits -= 8, pending >>= 8) out->push_back(static_cast<uint8_t>(pending));
-  }
-  if (pending_bits > 0) out->push_back(static_cast<uint8_t>(pending));
-}
+// Bits packed into bytes least significant first, as the stream's header stores them (docs/rans.md,
+// "Stream layout").
+class HeaderBits {
+ public:
+  explicit HeaderBits(std::vector<uint8_t>* out) : out_(out) {}
 
-// The tail's fields (docs/rans.md, "Stream layout"): its group count, a byte, then, for a tail, the uint32
-// of each lane's word count, 2 bits a lane.
-void WriteTail(size_t groups, uint32_t words, std::vector<uint8_t>* out) {
-  out->push_back(static_cast<uint8_t>(groups));
-  if (groups == 0) return;
-  for (int b = 0; b < 4; ++b) out->push_back(static_cast<uint8_t>(words >> (8 * b)));
+  // The low `count` bits of `value`, count <= 64.
+  void Put(uint64_t value, int count) {
+    if (count > 32) {
+      Put(value, 32);
+      value >>= 32;
+      count -= 32;
+    }
+    pending_ |= (value & ((uint64_t{1} << count) - 1)) << pending_bits_;
+    pending_bits_ += count;
+    for (; pending_bits_ >= 8; pending_bits_ -= 8, pending_ >>= 8) out_->push_back(static_cast<uint8_t>(pending_));
+  }
+
+  // The last byte's spare bits are 0.
+  void Flush() {
+    if (pending_bits_ > 0) out_->push_back(static_cast<uint8_t>(pending_));
+    pending_ = 0;
+    pending_bits_ = 0;
+  }
+
+ private:
+  std::vector<uint8_t>* out_;
+  uint64_t pending_ = 0;
+  int pending_bits_ = 0;
+};
+
+// The header after the tail's group count (docs/rans.md, "Stream layout"): each lane's word count when a
+// tail is followed by renormalised symbols, then the first `lanes` states, each's bit length (less 17 in 4
+// bits; less 1 in 6 bits for the 64-bit states of a stream that is all tail), then the bits below each
+// one's leading one. A state carries its information in its top bits only, so this stores about 27.5 bits
+// of a state in [2^16, 2^32) on average instead of 32.
+void WriteHeader(const uint32_t* tail_words, const uint64_t* state, size_t lanes, bool whole_tail,
+                 std::vector<uint8_t>* out) {
+  HeaderBits bits(out);
+  if (tail_words) {
+    // Word counts 0, 1 and 2 as the codes 0, 10 and 11 in reading order: most lanes come down by none.
+    constexpr uint64_t kCode[3] = {0b0, 0b01, 0b11};
+    constexpr int kCodeBits[3] = {1, 2, 2};
+    for (size_t j = 0; j < kRansLanes; ++j) bits.Put(kCode[tail_words[j]], kCodeBits[tail_words[j]]);
+  }
+  const int length_bits = whole_tail ? 6 : 4;
+  const int shortest = whole_tail ? 1 : 17;
+  for (size_t j = 0; j < lanes; ++j) bits.Put(static_cast<int>(std::bit_width(state[j])) - shortest, length_bits);
+  for (size_t j = 0; j < lanes; ++j) {
+    bits.Put(state[j], static_cast<int>(std::bit_width(state[j])) - 1);  // all but the leading one
+  }
+  bits.Flush();
 }
 
 }  // namespace
@@ -48,17 +76,25 @@ Status RansEncode(const uint8_t* symbols, size_t n, const RansModel* const* mode
   // A stream that starts from its own states, with a group for every lane, may have a tail (docs/rans.md,
   // "Tail"): its group count comes first. Symbols [0, coded) are coded with renormalisation.
   const bool tail_field = RansHasTailField(n, end_states != nullptr);
-  size_t tail = 0;
-  uint32_t tail_words = 0;  // 2 bits a lane: how many words each lane's state came down by after the tail
+  RansTail tail;
+  uint32_t tail_words[kLanes] = {};  // how many words each lane's state came down by after the tail
   size_t coded = n;
-  // The tail, then the decoder's start states: returned (chained), or the header of every lane that can
-  // differ from 2^16.
+  // The tail's group count, then the rest of the header: the word counts of a tail that follows renormalised
+  // symbols, and the decoder's start states of every lane that can differ from 2^16 (a whole tail's 64-bit
+  // states as they are), unless they are returned (chained).
   const auto finish = [&](const uint8_t* words, size_t word_bytes) {
-    if (tail_field) WriteTail(tail, tail_words, out);
-    if (start_states) {
+    if (tail_field) out->push_back(static_cast<uint8_t>(tail.groups));
+    const bool whole_tail = RansTailIsWholeStream(n, tail.groups, start_states == nullptr);
+    const uint32_t* const words_after_tail = tail.groups > 0 && !whole_tail ? tail_words : nullptr;
+    if (whole_tail) {
+      WriteHeader(nullptr, tail.state, kLanes, true, out);
+    } else if (start_states) {
       std::memcpy(start_states->state, state, sizeof state);
+      WriteHeader(words_after_tail, nullptr, 0, false, out);
     } else {
-      WriteStates(state, end_states ? kLanes : (n < kLanes ? n : kLanes), out);
+      uint64_t header[kLanes];
+      std::copy(state, state + kLanes, header);
+      WriteHeader(words_after_tail, header, end_states ? kLanes : (n < kLanes ? n : kLanes), false, out);
     }
     out->insert(out->end(), words, words + word_bytes);
   };
@@ -87,23 +123,20 @@ Status RansEncode(const uint8_t* symbols, size_t n, const RansModel* const* mode
   uint8_t* const end = scratch.get() + scratch_bytes;
   uint8_t* ptr = end;
 
-  // The tail goes first; its lanes' states come down into 32 bits by whole words, which the decoder reads
-  // last of all: lane 0's first, each lane's most significant first.
+  // The tail goes first; unless it is the whole stream, its lanes' states come down into 32 bits by whole
+  // words, which the decoder reads last of all: lane 0's first, each lane's most significant first.
   if (tail_field) {
-    const RansTail after = RansTailOf(symbols, n, models, period);
-    tail = after.groups;
-    coded = RansSymbolsBeforeTail(n, tail);
-    if (tail > 0) {
+    tail = RansTailOf(symbols, n, models, period, start_states == nullptr);
+    coded = RansSymbolsBeforeTail(n, tail.groups);
+    if (tail.groups > 0 && !RansTailIsWholeStream(n, tail.groups, start_states == nullptr)) {
       for (size_t j = kLanes; j-- > 0;) {
-        uint64_t y = after.state[j];
-        uint32_t words = 0;
-        for (; y >> 32 != 0; y >>= 16, ++words) {
+        uint64_t y = tail.state[j];
+        for (; y >> 32 != 0; y >>= 16, ++tail_words[j]) {
           ptr -= 2;
           ptr[0] = static_cast<uint8_t>(y);
           ptr[1] = static_cast<uint8_t>(y >> 8);
         }
         state[j] = static_cast<uint32_t>(y);
-        tail_words |= words << (2 * j);
       }
     }
   }

@@ -76,6 +76,44 @@ void DecodeGroups(RansGroupCursor* const* streams, size_t n) {
   for (size_t i = 0; i < n; ++i) DecodeGroupsPortable(*streams[i]);
 }
 
+// Reads bits packed into bytes least significant first, as the stream's header stores them (docs/rans.md,
+// "Stream layout"). Past the end it reads zeros and remembers that it overran.
+class HeaderBits {
+ public:
+  HeaderBits(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+
+  // The next `count` bits, count <= 64.
+  uint64_t Get(int count) {
+    if (count > 32) {
+      const uint64_t low = Get(32);
+      return low | Get(count - 32) << 32;
+    }
+    for (; pending_bits_ < count; ++next_, pending_bits_ += 8) {
+      if (next_ >= size_) {
+        overran_ = true;
+        continue;
+      }
+      pending_ |= uint64_t{data_[next_]} << pending_bits_;
+    }
+    const uint64_t value = pending_ & ((uint64_t{1} << count) - 1);
+    pending_ >>= count;
+    pending_bits_ -= count;
+    return value;
+  }
+
+  size_t bytes_read() const { return next_; }
+  bool overran() const { return overran_; }
+  bool spare_bits_zero() const { return pending_ == 0; }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  size_t next_ = 0;
+  uint64_t pending_ = 0;
+  int pending_bits_ = 0;
+  bool overran_ = false;
+};
+
 // One stream: Start validates it and loads its states, the group kernels take its bulk through
 // cursor(), Finish decodes the rest with the checked step and checks how the stream ends.
 class StreamDecoder {
@@ -99,8 +137,8 @@ class StreamDecoder {
     // count (docs/rans.md, "Tail").
     tail_field_ = RansHasTailField(job.n, job.end_states != nullptr);
     size_t header = 0;
-    if (tail_field_) KVSTREAM_RETURN_IF_ERROR(ReadTail(&header));
-    if (lanes_stored > 0) KVSTREAM_RETURN_IF_ERROR(LoadStates(lanes_stored, &header));
+    if (tail_field_) KVSTREAM_RETURN_IF_ERROR(ReadTailGroups());
+    if (tail_field_ || lanes_stored > 0) KVSTREAM_RETURN_IF_ERROR(ReadHeader(lanes_stored, &header));
     if (job.n == 0) {  // a chained stream of no symbols: its header is its end states
       if (job.size != header) {
         return Status::CorruptData("rANS stream: " + std::to_string(job.size) + " bytes for 0 symbols, expected the " +
@@ -164,7 +202,7 @@ class StreamDecoder {
     }
     if (tail_groups_ == 0) KVSTREAM_RETURN_IF_ERROR(EndStates());
     if (tail_field_) {
-      const size_t encoders = RansTailOf(job_.out, job_.n, job_.models, job_.period).groups;
+      const size_t encoders = RansTailOf(job_.out, job_.n, job_.models, job_.period, job_.start_states == nullptr).groups;
       if (encoders != tail_groups_) {
         return Status::CorruptData("rANS stream: a tail of " + std::to_string(tail_groups_) +
                                    " groups, where its symbols' encoding has " + std::to_string(encoders));
@@ -174,11 +212,9 @@ class StreamDecoder {
   }
 
  private:
-  // The tail's fields at data[0] (docs/rans.md, "Stream layout"): its group count (a byte, at most the
-  // stream's groups) and, for a tail, each lane's word count (2 bits a lane, each at most 2);
-  // *header_bytes = their size.
-  Status ReadTail(size_t* header_bytes) {
-    if (job_.size < 1) return Truncated(1);
+  // The tail's group count at data[0] (docs/rans.md, "Stream layout"), a byte, at most the stream's groups.
+  Status ReadTailGroups() {
+    if (job_.size < 1) return Truncated();
     const size_t groups = job_.data[0];
     const size_t stream_groups = (job_.n + kLanes - 1) / kLanes;
     if (groups > stream_groups) {
@@ -186,60 +222,41 @@ class StreamDecoder {
                                  std::to_string(stream_groups));
     }
     tail_groups_ = groups;
-    *header_bytes = 1;
-    if (tail_groups_ == 0) return Status::Ok();
-    if (job_.size < *header_bytes + 4) return Truncated(*header_bytes + 4);
-    for (size_t j = 0; j < kLanes; ++j) {
-      const uint32_t byte = job_.data[*header_bytes + j / 4];
-      tail_words_[j] = (byte >> (2 * (j % 4))) & 3u;
-      if (tail_words_[j] == 3) {
-        return Status::CorruptData("rANS stream: lane " + std::to_string(j) + "'s tail state comes down by 3 words, " +
-                                   "at most 2");
-      }
-    }
-    *header_bytes += 4;
+    whole_tail_ = RansTailIsWholeStream(job_.n, groups, job_.start_states == nullptr);
     return Status::Ok();
   }
 
-  // The header's states of its first `lanes` lanes at data[*header_bytes] (docs/rans.md, "Stream layout":
-  // each state's bit length, then its bits below the leading one, so every state lies in [2^16, 2^32));
-  // *header_bytes grows by their size. The other lanes, which code no symbol, sit at 2^16 from the start.
-  Status LoadStates(size_t lanes, size_t* header_bytes) {
-    const uint8_t* data = job_.data + *header_bytes;
-    const size_t length_bytes = (lanes + 1) / 2;
-    if (job_.size < *header_bytes + length_bytes) return Truncated(*header_bytes + length_bytes);
-    size_t bits = 0;
-    for (size_t j = 0; j < lanes; ++j) bits += BitsBelowTheLeadingOne(data, j);
-    *header_bytes += length_bytes + (bits + 7) / 8;
-    if (job_.size < *header_bytes) return Truncated(*header_bytes);
-    if (lanes % 2 == 1 && (data[lanes / 2] >> 4) != 0) {
-      return Status::CorruptData("rANS stream: the header's unused length nibble is not 0");
+  // The rest of the header, after the tail's group count if any (docs/rans.md, "Stream layout"): each
+  // lane's word count when the tail follows renormalised symbols, then the first `lanes` states by bit
+  // length, each in [2^16, 2^32) (the others, which code no symbol, sit at 2^16 from the start), or in
+  // [1, 2^64) for a whole tail. *header_bytes = the header's size, the tail's group count included.
+  Status ReadHeader(size_t lanes, size_t* header_bytes) {
+    const size_t first = tail_field_ ? 1 : 0;
+    HeaderBits bits(job_.data + first, job_.size - first);
+    if (tail_groups_ > 0 && !whole_tail_) {
+      for (uint32_t& words : tail_words_) words = bits.Get(1) == 0 ? 0 : 1 + static_cast<uint32_t>(bits.Get(1));
     }
-    uint64_t pending = 0;  // bits read, least significant first
-    int pending_bits = 0;
-    const uint8_t* next = data + length_bytes;
+    const int length_bits = whole_tail_ ? 6 : 4;
+    const int shortest = whole_tail_ ? 1 : 17;
+    int below[kLanes] = {};
+    for (size_t j = 0; j < lanes; ++j) below[j] = static_cast<int>(bits.Get(length_bits)) + shortest - 1;
     for (size_t j = 0; j < kLanes; ++j) {
-      state_[j] = kRansStateLow;
-      if (j >= lanes) continue;
-      const int n = BitsBelowTheLeadingOne(data, j);
-      while (pending_bits < n) {
-        pending |= uint64_t{*next++} << pending_bits;
-        pending_bits += 8;
+      const uint64_t x = j < lanes ? (uint64_t{1} << below[j]) | bits.Get(below[j]) : kRansStateLow;
+      if (whole_tail_) {
+        tail_start_[j] = x;
+      } else {
+        state_[j] = static_cast<uint32_t>(x);
       }
-      state_[j] = (uint32_t{1} << n) | static_cast<uint32_t>(pending & ((uint64_t{1} << n) - 1));
-      pending >>= n;
-      pending_bits -= n;
     }
-    if (pending != 0) return Status::CorruptData("rANS stream: the header's padding bits are not 0");
+    *header_bytes = first + bits.bytes_read();
+    if (bits.overran()) return Truncated();
+    if (!bits.spare_bits_zero()) return Status::CorruptData("rANS stream: the header's padding bits are not 0");
     return Status::Ok();
   }
 
-  // Lane j's state has 17 + (its length nibble) bits; all but the leading one are stored.
-  static int BitsBelowTheLeadingOne(const uint8_t* lengths, size_t j) { return 16 + ((lengths[j / 2] >> (4 * (j % 2))) & 15); }
-
-  Status Truncated(size_t header_bytes) const {
-    return Status::CorruptData("rANS stream: size " + std::to_string(job_.size) + " bytes, shorter than its " +
-                               std::to_string(header_bytes) + "-byte header (" + std::to_string(job_.n) + " symbols)");
+  Status Truncated() const {
+    return Status::CorruptData("rANS stream: size " + std::to_string(job_.size) + " bytes ends inside its header (" +
+                               std::to_string(job_.n) + " symbols)");
   }
 
   // The states the previous stream of a chain ended in (each in [2^16, 2^32) unless that stream failed).
@@ -260,7 +277,7 @@ class StreamDecoder {
   Status DecodeTail(size_t i, size_t m, const uint8_t*& pos) {
     uint64_t x[kLanes];
     for (size_t j = 0; j < kLanes; ++j) {
-      x[j] = state_[j];
+      x[j] = whole_tail_ ? tail_start_[j] : state_[j];
       for (uint32_t w = 0; w < tail_words_[j]; ++w, pos += 2) {
         if (cursor_.end - pos < 2) {
           return Status::CorruptData("rANS stream: truncated, lane " + std::to_string(j) + "'s tail needs a word " +
@@ -300,6 +317,8 @@ class StreamDecoder {
   RansDecodeJob job_;
   bool tail_field_ = false;
   size_t tail_groups_ = 0;
+  bool whole_tail_ = false;           // the tail is the whole stream: its states are in tail_start_
+  uint64_t tail_start_[kLanes] = {};
   uint32_t tail_words_[kLanes] = {};  // how many words each lane's state came down by after the tail
   size_t renormalised_ = 0;  // symbols [0, renormalised_) renormalise, the tail's after them do not
   std::vector<const uint32_t*> tables_;

@@ -23,8 +23,9 @@
 namespace kvstream {
 
 // The version follows the chunk format of the payloads, so that peers with different chunk formats are
-// refused at the handshake instead of failing on every chunk: 3 carries chunk format 5 (rANS tails).
-inline constexpr uint16_t kProtocolVersion = 3;
+// refused at the handshake instead of failing on every chunk: 4 carries chunk format 6 (rANS streams that
+// may be all tail, word counts coded by bits).
+inline constexpr uint16_t kProtocolVersion = 4;
 
 // The version of the UCX library this process runs (ucp_get_version_string), for benchmark reports.
 std::string UcxVersion();

@@ -153,48 +153,56 @@ Status Decode(Path path, const std::vector<uint8_t>& stream, const std::vector<c
 // cumulative frequencies instead of the library's tables, and the header's bits one at a time.
 constexpr int kLanes = 16;
 
-std::vector<uint8_t> ReferenceHeader(const std::vector<uint32_t>& x, size_t lanes) {
-  std::vector<uint8_t> out((lanes + 1) / 2, 0);
+// The header's bits (docs/rans.md, "Stream layout"): the word counts `k` (empty: none), then each state's
+// bit length (less 17 in 4 bits, or for a whole tail less 1 in 6 bits), then its bits below the leading one.
+std::vector<uint8_t> ReferenceHeader(const std::vector<int>& k, const std::vector<uint64_t>& x, bool whole) {
   std::vector<int> bits;
-  for (size_t j = 0; j < lanes; ++j) {
-    int below = 0;  // bits below the leading one
-    while ((x[j] >> below) > 1) ++below;
-    out[j / 2] = static_cast<uint8_t>(out[j / 2] | ((below - 16) << (4 * (j % 2))));
-    for (int b = 0; b < below; ++b) bits.push_back((x[j] >> b) & 1);
+  const auto put = [&](uint64_t v, int count) {
+    for (int b = 0; b < count; ++b) bits.push_back(static_cast<int>((v >> b) & 1));
+  };
+  for (int words : k) {
+    bits.push_back(words > 0 ? 1 : 0);
+    if (words > 0) bits.push_back(words - 1);
   }
-  for (size_t i = 0; i < bits.size(); ++i) {
-    if (i % 8 == 0) out.push_back(0);
-    out.back() = static_cast<uint8_t>(out.back() | (bits[i] << (i % 8)));
-  }
+  const auto length = [](uint64_t v) {
+    int l = 0;
+    while (l < 64 && (v >> l) != 0) ++l;
+    return l;
+  };
+  for (uint64_t v : x) put(length(v) - (whole ? 1 : 17), whole ? 6 : 4);
+  for (uint64_t v : x) put(v, length(v) - 1);
+  std::vector<uint8_t> out((bits.size() + 7) / 8, 0);
+  for (size_t i = 0; i < bits.size(); ++i) out[i / 8] = static_cast<uint8_t>(out[i / 8] | (bits[i] << (i % 8)));
   return out;
 }
 
-// The header's states; its size in *header_bytes. False if the stream is too short or a spare bit is set.
-bool ReferenceStates(const std::vector<uint8_t>& stream, size_t lanes, std::vector<uint32_t>* x, size_t* header_bytes) {
-  const size_t length_bytes = (lanes + 1) / 2;
-  if (stream.size() < length_bytes) return false;
-  if (lanes % 2 == 1 && (stream[lanes / 2] >> 4) != 0) return false;
-  size_t bit = 8 * length_bytes;
-  const auto next_bit = [&]() -> int {
-    const int b = bit / 8 < stream.size() ? (stream[bit / 8] >> (bit % 8)) & 1 : -1;
-    ++bit;
-    return b;
-  };
-  for (size_t j = 0; j < lanes; ++j) {
-    const int below = 16 + ((stream[j / 2] >> (4 * (j % 2))) & 15);
-    uint32_t v = 1u << below;
-    for (int b = 0; b < below; ++b) {
-      const int value = next_bit();
-      if (value < 0) return false;
-      v |= static_cast<uint32_t>(value) << b;
+// Reads the header's bits from stream[*pos]: kLanes word counts into *k when k is set, then `states`
+// states into *x; *pos moves past the header, *bits_used = the bits before its padding. False if the
+// stream is too short or a spare bit is set.
+bool ReferenceReadHeader(const std::vector<uint8_t>& stream, size_t* pos, std::vector<int>* k, size_t states,
+                         bool whole, std::vector<uint64_t>* x, size_t* bits_used = nullptr) {
+  size_t bit = 8 * *pos;
+  bool short_stream = false;
+  const auto get = [&](int count) {
+    uint64_t v = 0;
+    for (int b = 0; b < count; ++b, ++bit) {
+      if (bit / 8 >= stream.size()) short_stream = true;
+      else v |= uint64_t{(stream[bit / 8] >> (bit % 8)) & 1u} << b;
     }
-    (*x)[j] = v;
+    return v;
+  };
+  if (k) {
+    for (int& words : *k) words = get(1) == 0 ? 0 : 1 + static_cast<int>(get(1));
   }
+  std::vector<int> below(states);
+  for (int& b : below) b = static_cast<int>(get(whole ? 6 : 4)) + (whole ? 0 : 16);
+  for (size_t j = 0; j < states; ++j) (*x)[j] = (uint64_t{1} << below[j]) | get(below[j]);
+  if (bits_used) *bits_used = bit - 8 * *pos;
   while (bit % 8 != 0) {
-    if (next_bit() != 0) return false;
+    if (get(1) != 0) return false;
   }
-  *header_bytes = bit / 8;
-  return true;
+  *pos = bit / 8;
+  return !short_stream;
 }
 
 // The owner (symbol, rank) of every slot: the pairs (s, k), k < f[s], in order of
@@ -232,8 +240,8 @@ struct ReferenceTables {
 };
 
 // The tail (docs/rans.md, "Tail"): the fewest last groups that, coded from states of 1 without
-// renormalising and without leaving 64 bits, take every lane to 2^16 or more; 0 if none does. *x: the
-// states after it.
+// renormalising and without leaving 64 bits, take every lane to 2^16 or more; else all of a stream of at most
+// 255 groups; 0 if neither. *x: the states after it. (The reference coder's streams have headers of their own.)
 size_t ReferenceTail(const std::vector<uint8_t>& symbols, const ReferenceTables& t, std::vector<uint64_t>* x) {
   const size_t n = symbols.size();
   if (n < kLanes) return 0;
@@ -247,43 +255,46 @@ size_t ReferenceTail(const std::vector<uint8_t>& symbols, const ReferenceTables&
     }
     if (std::all_of(x->begin(), x->end(), [](uint64_t s) { return s >= (1u << 16); })) return tail;
   }
-  return 0;
+  return groups <= 255 ? groups : 0;
 }
 
 std::vector<uint8_t> ReferenceEncode(const std::vector<uint8_t>& symbols, const ReferenceTables& tables) {
   const size_t n = symbols.size();
   std::vector<uint64_t> after_tail;
   const size_t tail = ReferenceTail(symbols, tables, &after_tail);
-  std::vector<uint32_t> x(kLanes, 1u << 16);
+  const size_t groups = (n + kLanes - 1) / kLanes;
+  const bool whole = tail > 0 && tail == groups;
+  std::vector<uint8_t> out;
+  if (n >= kLanes) out.push_back(static_cast<uint8_t>(tail));
+  if (whole) {
+    const std::vector<uint8_t> header = ReferenceHeader({}, after_tail, true);
+    out.insert(out.end(), header.begin(), header.end());
+    return out;
+  }
+  std::vector<uint64_t> x(kLanes, 1u << 16);
   std::vector<uint16_t> emitted;  // in the order the decoder reads them
-  std::vector<uint8_t> words_field(4, 0);
+  std::vector<int> k;
   if (tail > 0) {
     for (size_t j = 0; j < kLanes; ++j) {
       int words = 0;
       while ((after_tail[j] >> (16 * words)) >= (uint64_t{1} << 32)) ++words;
-      x[j] = static_cast<uint32_t>(after_tail[j] >> (16 * words));
+      x[j] = after_tail[j] >> (16 * words);
       for (int w = words; w-- > 0;) emitted.push_back(static_cast<uint16_t>(after_tail[j] >> (16 * w)));
-      words_field[j / 4] = static_cast<uint8_t>(words_field[j / 4] | (words << (2 * (j % 4))));
+      k.push_back(words);
     }
   }
   std::reverse(emitted.begin(), emitted.end());  // from here on in the order of emission
-  const size_t coded = tail == 0 ? n : ((n + kLanes - 1) / kLanes - tail) * kLanes;
+  const size_t coded = tail == 0 ? n : (groups - tail) * kLanes;
   for (size_t i = coded; i-- > 0;) {
     uint64_t v = x[i % kLanes];
     if (v >= tables.Freq(i, symbols[i]) << 20) {
       emitted.push_back(static_cast<uint16_t>(v));
       v >>= 16;
     }
-    x[i % kLanes] = static_cast<uint32_t>(tables.Code(i, symbols[i], v));
+    x[i % kLanes] = tables.Code(i, symbols[i], v);
   }
-  std::vector<uint8_t> out;
-  if (n >= kLanes) {
-    out.push_back(static_cast<uint8_t>(tail));
-    if (tail > 0) {
-      for (uint8_t b : words_field) out.push_back(b);
-    }
-  }
-  const std::vector<uint8_t> header = ReferenceHeader(x, std::min<size_t>(n, kLanes));
+  x.resize(std::min<size_t>(n, kLanes));
+  const std::vector<uint8_t> header = ReferenceHeader(k, x, false);
   out.insert(out.end(), header.begin(), header.end());
   for (auto it = emitted.rbegin(); it != emitted.rend(); ++it) {
     out.push_back(static_cast<uint8_t>(*it));
@@ -295,31 +306,27 @@ std::vector<uint8_t> ReferenceEncode(const std::vector<uint8_t>& symbols, const 
 bool ReferenceDecode(const std::vector<uint8_t>& stream, const ReferenceTables& tables, std::vector<uint8_t>* out) {
   const std::vector<const RansModel*>& models = tables.models;
   const size_t n = out->size();
-  const size_t lanes = std::min<size_t>(n, kLanes);
+  const size_t groups = (n + kLanes - 1) / kLanes;
   size_t tail = 0, pos = 0;
-  std::vector<int> tail_words(kLanes, 0);
   if (n >= kLanes) {
     if (pos == stream.size()) return false;
     tail = stream[pos++];
-    if (tail > 0) {
-      if (pos + 4 > stream.size()) return false;
-      for (size_t j = 0; j < kLanes; ++j) tail_words[j] = (stream[pos + j / 4] >> (2 * (j % 4))) & 3;
-      pos += 4;
-    }
+    if (tail > groups) return false;
   }
-  const size_t renormalised = tail == 0 ? n : ((n + kLanes - 1) / kLanes - tail) * kLanes;
-  std::vector<uint32_t> x(kLanes, 1u << 16);
-  size_t header = 0;
-  const std::vector<uint8_t> rest(stream.begin() + static_cast<ptrdiff_t>(pos), stream.end());
-  if (lanes > 0 && !ReferenceStates(rest, lanes, &x, &header)) return false;
-  pos += header;
-  const auto word = [&](uint64_t* v) {
+  const bool whole = tail > 0 && tail == groups;
+  std::vector<int> tail_words(kLanes, 0);
+  std::vector<uint64_t> v(kLanes, 1u << 16);
+  if (n > 0 && !ReferenceReadHeader(stream, &pos, tail > 0 && !whole ? &tail_words : nullptr,
+                                    std::min<size_t>(n, kLanes), whole, &v)) {
+    return false;
+  }
+  const size_t renormalised = tail == 0 ? n : (groups - tail) * kLanes;
+  const auto word = [&](uint64_t* x) {
     if (pos + 2 > stream.size()) return false;
-    *v = (*v << 16) | stream[pos] | (stream[pos + 1] << 8);
+    *x = (*x << 16) | stream[pos] | (stream[pos + 1] << 8);
     pos += 2;
     return true;
   };
-  std::vector<uint64_t> v(x.begin(), x.end());
   for (size_t i = 0; i < n; ++i) {
     if (i == renormalised) {
       for (size_t j = 0; j < kLanes; ++j) {
@@ -591,9 +598,18 @@ TEST(Rans, EveryTruncationIsAnError) {
   }
 }
 
-// The size of a stream's tail fields (docs/rans.md, "Stream layout"): its group count, and its lanes' word
-// counts when it has a tail.
-size_t TailFieldBytes(const std::vector<uint8_t>& stream) { return stream.at(0) == 0 ? 1 : 5; }
+// The size of a plain stream's header (docs/rans.md, "Stream layout"): its tail's group count and the
+// header's bits, of which *bits_used before the padding.
+size_t HeaderBytes(const std::vector<uint8_t>& stream, size_t n, size_t* bits_used) {
+  size_t pos = n >= kLanes ? 1 : 0;
+  const size_t tail = n >= kLanes ? stream.at(0) : 0;
+  const bool whole = tail > 0 && tail == (n + kLanes - 1) / kLanes;
+  std::vector<int> k(kLanes);
+  std::vector<uint64_t> x(kLanes);
+  EXPECT_TRUE(ReferenceReadHeader(stream, &pos, tail > 0 && !whole ? &k : nullptr, std::min<size_t>(n, kLanes), whole,
+                                  &x, bits_used));
+  return pos;
+}
 
 TEST(Rans, TrailingBytesAndBadStatesAreErrors) {
   const size_t n = 5000, period = 192;
@@ -618,29 +634,34 @@ TEST(Rans, TrailingBytesAndBadStatesAreErrors) {
     EXPECT_EQ(st.code(), StatusCode::kCorruptData);
     EXPECT_NE(st.message().find("header"), std::string::npos) << st.message();
   }
-  const size_t tail_fields = TailFieldBytes(stream);
-  const std::vector<uint8_t> after_tail_fields(stream.begin() + static_cast<ptrdiff_t>(tail_fields), stream.end());
-  std::vector<uint32_t> states(kLanes);
-  size_t header = 0;
-  ASSERT_TRUE(ReferenceStates(after_tail_fields, kLanes, &states, &header));
-  header += tail_fields;
+  size_t bits_used = 0;
+  const size_t header = HeaderBytes(stream, n, &bits_used);
   auto spare = stream;
   spare[header - 1] ^= 0x80;  // a padding bit, or the last state's top stored bit: refused either way
   st = Decode(Path::kBest, spare, ptrs, &out);
   EXPECT_EQ(st.code(), StatusCode::kCorruptData);
-  const std::vector<uint8_t> few(symbols.begin(), symbols.begin() + 5);  // 5 lanes: an unused nibble
-  std::vector<uint8_t> few_stream;
-  ASSERT_TRUE(RansEncode(few.data(), few.size(), ptrs.data(), period, &few_stream).ok());
-  few_stream[2] |= 0x10;
-  std::vector<uint8_t> few_out(few.size());
-  st = Decode(Path::kBest, few_stream, ptrs, &few_out);
-  EXPECT_NE(st.message().find("unused length nibble"), std::string::npos) << st.message();
+  // Streams of fewer symbols than lanes (no tail): a set padding bit is named.
+  for (size_t lanes = 1; lanes < kLanes; ++lanes) {
+    const std::vector<uint8_t> few(symbols.begin(), symbols.begin() + static_cast<ptrdiff_t>(lanes));
+    std::vector<uint8_t> few_stream;
+    ASSERT_TRUE(RansEncode(few.data(), few.size(), ptrs.data(), period, &few_stream).ok());
+    const size_t few_header = HeaderBytes(few_stream, lanes, &bits_used);
+    if (bits_used % 8 == 0) continue;
+    few_stream[few_header - 1] ^= 0x80;
+    std::vector<uint8_t> few_out(few.size());
+    st = Decode(Path::kBest, few_stream, ptrs, &few_out);
+    EXPECT_NE(st.message().find("padding bits"), std::string::npos) << st.message();
+  }
 
-  // A different but valid initial state decodes to the end and is caught by the final-state check.
-  auto shifted = stream;
-  shifted[tail_fields + kLanes / 2] ^= 1;  // lane 0's lowest bit
-  st = Decode(Path::kBest, shifted, ptrs, &out);
-  EXPECT_EQ(st.code(), StatusCode::kCorruptData);
+  // A different but valid initial state is refused by the final-state or tail checks, or, where the
+  // change makes the valid stream of other symbols (docs/rans.md, "Tail"), decodes to those.
+  for (size_t byte = header - 8; byte < header; ++byte) {
+    auto shifted = stream;
+    shifted[byte] ^= 1;  // a bit of the last lanes' states
+    st = Decode(Path::kBest, shifted, ptrs, &out);
+    if (st.ok()) EXPECT_NE(out, symbols) << byte;
+    else EXPECT_EQ(st.code(), StatusCode::kCorruptData) << byte;
+  }
 
   std::vector<uint8_t> none;
   EXPECT_EQ(Decode(Path::kBest, none, ptrs, &out).code(), StatusCode::kCorruptData);
@@ -747,7 +768,7 @@ TEST(Rans, TailsSaveTheInitialStatesAndAreChecked) {
   const auto ptrs = Pointers(models);
   std::vector<uint8_t> stream;
   ASSERT_TRUE(RansEncode(symbols.data(), n, ptrs.data(), period, &stream).ok());
-  const RansTail tail = RansTailOf(symbols.data(), n, ptrs.data(), period);
+  const RansTail tail = RansTailOf(symbols.data(), n, ptrs.data(), period, true);
   ASSERT_GT(tail.groups, 0u);
   EXPECT_EQ(stream[0], tail.groups);
   // Lane states carry about 27.5 bits of header each; without the tail 16 of them would be the initial
@@ -777,9 +798,11 @@ TEST(Rans, TailsSaveTheInitialStatesAndAreChecked) {
   std::vector<uint8_t> few_out(few.size());
   const Status past = Decode(Path::kBest, few_stream, ptrs, &few_out);
   EXPECT_NE(past.message().find("a tail of 21 groups in a stream of 20"), std::string::npos) << past.message();
-  auto three_words = stream;
-  three_words[1] |= 3;  // lane 0's state comes down by 3 words
-  refused(three_words, "3 words");
+  for (uint8_t bit : {1, 2, 4}) {  // the first lanes' word counts changed
+    auto other_words = stream;
+    other_words[1] ^= bit;
+    refused(other_words, "word counts", "rANS stream");
+  }
   refused(std::vector<uint8_t>(stream.begin(), stream.begin() + 3), "word counts cut short", "header");
 
   // Lane 0 codes 8 bits a symbol, the others next to nothing: lane 0 leaves 64 bits long before the others
@@ -793,7 +816,7 @@ TEST(Rans, TailsSaveTheInitialStatesAndAreChecked) {
   std::vector<uint8_t> skewed(kLanes * 40, 0);
   std::mt19937 rng(5);
   for (size_t i = 0; i < skewed.size(); i += kLanes) skewed[i] = static_cast<uint8_t>(rng());
-  EXPECT_EQ(RansTailOf(skewed.data(), skewed.size(), lopsided.data(), kLanes).groups, 0u);
+  EXPECT_EQ(RansTailOf(skewed.data(), skewed.size(), lopsided.data(), kLanes, true).groups, 0u);
   std::vector<uint8_t> plain;
   ASSERT_TRUE(RansEncode(skewed.data(), skewed.size(), lopsided.data(), kLanes, &plain).ok());
   EXPECT_EQ(plain[0], 0);
@@ -802,6 +825,52 @@ TEST(Rans, TailsSaveTheInitialStatesAndAreChecked) {
   for (Path path : kAllPaths) {
     ASSERT_TRUE(Decode(path, plain, lopsided, &back).ok()) << PathName(path);
     EXPECT_EQ(back, skewed) << PathName(path);
+  }
+}
+
+// A short stream whose lanes code too little to reach 2^16 is all tail (docs/rans.md, "Tail"): its header
+// holds the tail's 64-bit states and it has no words, it costs a few bits a lane over its ideal size
+// instead of the 16 of starting from 2^16, the reference coder writes the same bytes, and its tail is
+// checked like any other. A stream that starts from a previous stream's states is never all tail.
+TEST(Rans, ShortStreamsAreAllTail) {
+  const size_t period = 7;
+  for (size_t n : {16, 17, 100, 160, 333}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const auto symbols = LaplaceSymbols(n, 0.3, 8, static_cast<uint32_t>(70 + n));  // under a bit a symbol
+    const auto models = ModelsFor(symbols, period, 8);
+    const auto ptrs = Pointers(models);
+    std::vector<uint8_t> stream;
+    ASSERT_TRUE(RansEncode(symbols.data(), n, ptrs.data(), period, &stream).ok());
+    const size_t groups = (n + kLanes - 1) / kLanes;
+    ASSERT_EQ(stream[0], groups);
+    size_t bits_used = 0;
+    EXPECT_EQ(HeaderBytes(stream, n, &bits_used), stream.size());
+    const double ideal = RansIdealBits(symbols.data(), n, ptrs.data(), period);
+    EXPECT_LT(8.0 * stream.size() - ideal, 8.0 * kLanes + 16) << "ideal " << ideal;
+    EXPECT_EQ(stream, ReferenceEncode(symbols, ReferenceTables(ptrs)));
+    std::vector<uint8_t> back(n);
+    for (Path path : kAllPaths) {
+      ASSERT_TRUE(Decode(path, stream, ptrs, &back).ok()) << PathName(path);
+      EXPECT_EQ(back, symbols) << PathName(path);
+    }
+    EXPECT_EQ(RansTailOf(symbols.data(), n, ptrs.data(), period, false).groups, 0u);
+
+    bool ok = true;
+    for (size_t len = 0; len < stream.size(); ++len) {
+      ExpectSameVerdict(std::vector<uint8_t>(stream.begin(), stream.begin() + static_cast<ptrdiff_t>(len)), ptrs, n, 8,
+                        &ok);
+      EXPECT_FALSE(ok) << "cut to " << len;
+    }
+    auto longer = stream;
+    longer.insert(longer.end(), {0, 0});
+    ExpectSameVerdict(longer, ptrs, n, 8, &ok);
+    EXPECT_FALSE(ok);
+    if (groups > 1) {
+      auto shorter_tail = stream;
+      --shorter_tail[0];
+      ExpectSameVerdict(shorter_tail, ptrs, n, 8, &ok);
+      EXPECT_FALSE(ok);
+    }
   }
 }
 

@@ -1,7 +1,8 @@
 // Writes the rANS fuzzer's seed corpus: valid streams, with and without tails (docs/rans.md, "Tail"), in
 // rans_decode_fuzz.cpp's input layout (u8 period selector, u16 LE symbol count, per model one byte of
-// alphabet size - 1 and that many counts, then the stream). Skewed tables give long tails or none at all,
-// flat ones short tails; their symbols are drawn from the tables themselves.
+// alphabet size - 1 and that many counts, then the stream). Skewed tables give long tails, tails of the whole
+// stream (short streams) or none at all, flat ones short tails; their symbols are drawn from the tables
+// themselves.
 //   usage: rans_fuzz_seeds OUT_DIR
 #include <cstdio>
 #include <fstream>
