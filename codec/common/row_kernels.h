@@ -1,5 +1,5 @@
-// The per-element loops of the transform and predicted schemes' reconstruction (quantizer.h's arithmetic
-// over a row of channels), compiled twice like the other kernels: row_kernels.cpp for any CPU (SSE2 on
+// The per-element loops of the lossy schemes' reconstruction (quantizer.h's arithmetic over a row of
+// channels), compiled twice like the other kernels: row_kernels.cpp for any CPU (SSE2 on
 // x86-64: 4 floats per instruction) and row_kernels_avx512.cpp (16), from the one body in
 // row_kernels_body.h. Every operation is separately rounded and the codec compiles with
 // -ffp-contract=off, so both give the same floats.
@@ -10,6 +10,8 @@
 namespace kvstream::codec {
 
 struct RowKernels {
+  // y[c] = DequantChannelUniform(symbols[c], mean[c], step[c])
+  void (*dequant_channels)(const uint8_t* symbols, const float* mean, const float* step, int64_t n, float* y);
   // y[c] = DequantTransform(acc[c], offset[c], scaled_step)
   void (*dequant)(const int32_t* acc, const float* offset, float scaled_step, int64_t n, float* y);
   // y[c] = AddEscapedComponent(y[c], weight, scaled_step, basis[c])

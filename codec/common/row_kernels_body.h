@@ -10,6 +10,10 @@
 namespace kvstream::codec {
 namespace {  // internal linkage, see above
 
+void DequantChannelsLoop(const uint8_t* symbols, const float* mean, const float* step, int64_t n, float* y) {
+  for (int64_t c = 0; c < n; ++c) y[c] = DequantChannelUniform(symbols[c], mean[c], step[c]);
+}
+
 void DequantLoop(const int32_t* acc, const float* offset, float scaled_step, int64_t n, float* y) {
   for (int64_t c = 0; c < n; ++c) y[c] = DequantTransform(acc[c], offset[c], scaled_step);
 }
@@ -74,7 +78,8 @@ void PredictedRowLoop(const float* bias, const int32_t* const* sums, const float
   PredictedRowInputs<false>(bias, sums, scales, blocks, acc, scaled_step, inv_grid, n, y, z);
 }
 
-constexpr RowKernels kRowKernels{DequantLoop, AddEscapedLoop, PredictLoop, PredictorInputLoop, PredictedRowLoop};
+constexpr RowKernels kRowKernels{DequantChannelsLoop, DequantLoop,        AddEscapedLoop,
+                                 PredictLoop,         PredictorInputLoop, PredictedRowLoop};
 
 }  // namespace
 }  // namespace kvstream::codec

@@ -468,6 +468,7 @@ class SegmentDecoder {
     StoreSinkRows();
     if (transform_) return InverseTransform();
     std::vector<float> row(n_c);
+    const codec::RowKernels& kernels = codec::RowKernelsForCpu();
     uint32_t e = 0;
     for (int64_t t = sinks; t < tokens(); ++t) {
       const uint8_t* sym = coded_.symbols.get() + static_cast<size_t>(t - sinks) * n_c;
@@ -476,7 +477,7 @@ class SegmentDecoder {
         const float s = token_step_[t];
         for (size_t c = 0; c < n_c; ++c) row[c] = codec::DequantScaled(sym[c], s);
       } else {
-        for (size_t c = 0; c < n_c; ++c) row[c] = codec::DequantChannelUniform(sym[c], mean_[c], step_[c]);
+        kernels.dequant_channels(sym, mean_.data(), step_.data(), static_cast<int64_t>(n_c), row.data());
       }
       if (coded_.escape_count != 0 && std::memchr(sym, codec::kEscapeSymbol, n_c) != nullptr) {
         for (size_t c = 0; c < n_c; ++c) {

@@ -13,6 +13,7 @@
 #include "kv_fixture.h"
 #include "kvstream/codec.h"
 #include "test_views.h"
+#include "transform_reference.h"
 
 namespace kvstream {
 namespace {
@@ -80,6 +81,13 @@ TEST(ChunkRoundTrip, ChannelUniformLevelsReproduceTheQuantizerReconstruction) {
     EXPECT_EQ(info->sink_rows, 4);
     Tensor dk(DType::kF32, L, T, C, Layout::kDense), dv = dk;
     MustDecode(bytes, {}, &dk, &dv);
+    // The portable, AVX2 and AVX-512 dequantisation loops give the same bits.
+    testing::ExpectEveryKernelDecodesTheSameBits(bytes, testing::Kv2{dk, dv}, [&](const std::vector<uint8_t>& b) {
+      testing::Kv2 got{Tensor(DType::kF32, L, T, C, Layout::kDense), {}};
+      got.v = got.k;
+      MustDecode(b, {}, &got.k, &got.v);
+      return got;
+    });
     int64_t escapes = 0;
     for (const SegmentInfo& seg : info->segments) {
       const Tensor& in = seg.tensor == SegmentTensor::kKeys ? k : v;

@@ -1,4 +1,4 @@
-// What the transform and predicted scheme tests share: kernel switches, whole-chunk decoding into fp32
+// What the lossy scheme tests share: kernel switches, whole-chunk decoding into fp32
 // (or fp16) tensors, and the normative RoPE rotation written out independently of the codec.
 #pragma once
 
