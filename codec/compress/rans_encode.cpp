@@ -43,9 +43,9 @@ class HeaderBits {
 };
 
 // The header after the tail's group count (docs/rans.md, "Stream layout"): each lane's word count when a
-// tail is followed by renormalised symbols, then the first `lanes` states, each's bit length (less 17 in 4
-// bits; less 1 in 6 bits for the 64-bit states of a stream that is all tail), then the bits below each
-// one's leading one. A state carries its information in its top bits only, so this stores about 27.5 bits
+// tail is followed by renormalised symbols, then the bit length of each of the first `lanes` states (less 17
+// in 4 bits; less 1 in 6 bits for the 64-bit states of a stream that is all tail), then the bits below
+// each one's leading one. A state carries its information in its top bits only, so this stores about 27.5 bits
 // of a state in [2^16, 2^32) on average instead of 32.
 void WriteHeader(const uint32_t* tail_words, const uint64_t* state, size_t lanes, bool whole_tail,
                  std::vector<uint8_t>* out) {
@@ -77,6 +77,7 @@ Status RansEncode(const uint8_t* symbols, size_t n, const RansModel* const* mode
   // "Tail"): its group count comes first. Symbols [0, coded) are coded with renormalisation.
   const bool tail_field = RansHasTailField(n, end_states != nullptr);
   RansTail tail;
+  bool whole_tail = false;
   uint32_t tail_words[kLanes] = {};  // how many words each lane's state came down by after the tail
   size_t coded = n;
   // The tail's group count, then the rest of the header: the word counts of a tail that follows renormalised
@@ -84,7 +85,6 @@ Status RansEncode(const uint8_t* symbols, size_t n, const RansModel* const* mode
   // states as they are), unless they are returned (chained).
   const auto finish = [&](const uint8_t* words, size_t word_bytes) {
     if (tail_field) out->push_back(static_cast<uint8_t>(tail.groups));
-    const bool whole_tail = RansTailIsWholeStream(n, tail.groups, start_states == nullptr);
     const uint32_t* const words_after_tail = tail.groups > 0 && !whole_tail ? tail_words : nullptr;
     if (whole_tail) {
       WriteHeader(nullptr, tail.state, kLanes, true, out);
@@ -128,7 +128,8 @@ Status RansEncode(const uint8_t* symbols, size_t n, const RansModel* const* mode
   if (tail_field) {
     tail = RansTailOf(symbols, n, models, period, start_states == nullptr);
     coded = RansSymbolsBeforeTail(n, tail.groups);
-    if (tail.groups > 0 && !RansTailIsWholeStream(n, tail.groups, start_states == nullptr)) {
+    whole_tail = RansTailIsWholeStream(n, tail.groups, start_states == nullptr);
+    if (tail.groups > 0 && !whole_tail) {
       for (size_t j = kLanes; j-- > 0;) {
         uint64_t y = tail.state[j];
         for (; y >> 32 != 0; y >>= 16, ++tail_words[j]) {
