@@ -58,6 +58,25 @@ std::vector<const RansModel*> Pointers(const std::vector<RansModel>& models) {
   return p;
 }
 
+// n Laplace-distributed symbols (LaplaceSymbols) coded with models fitted to them, what most tests below
+// start from; `encoded` is RansEncode's status.
+struct LaplaceStream {
+  std::vector<uint8_t> symbols;
+  std::vector<RansModel> models;
+  std::vector<const RansModel*> ptrs;  // into models
+  std::vector<uint8_t> stream;
+  Status encoded;
+};
+
+LaplaceStream EncodeLaplace(size_t n, size_t period, double scale, int alphabet, uint32_t seed) {
+  LaplaceStream s;
+  s.symbols = LaplaceSymbols(n, scale, alphabet, seed);
+  s.models = ModelsFor(s.symbols, period, alphabet);
+  s.ptrs = Pointers(s.models);
+  s.encoded = RansEncode(s.symbols.data(), n, s.ptrs.data(), period, &s.stream);
+  return s;
+}
+
 // The decoder's paths: the best vector kernel the CPU has (AVX-512 or AVX2), the AVX2 kernel (AVX-512
 // disabled), the portable kernel, and the stream decoded together with three valid companions (first or
 // last of the four; and first with the AVX2 kernel, which takes them in pairs). Without AVX-512 the
@@ -584,11 +603,8 @@ void ExpectSameVerdict(const std::vector<uint8_t>& stream, const std::vector<con
 
 TEST(Rans, EveryTruncationIsAnError) {
   const size_t n = 700, period = 3;
-  const auto symbols = LaplaceSymbols(n, 2.0, 32, 21);
-  const auto models = ModelsFor(symbols, period, 32);
-  const auto ptrs = Pointers(models);
-  std::vector<uint8_t> stream;
-  ASSERT_TRUE(RansEncode(symbols.data(), n, ptrs.data(), period, &stream).ok());
+  const auto [symbols, models, ptrs, stream, encoded] = EncodeLaplace(n, period, 2.0, 32, 21);
+  ASSERT_TRUE(encoded.ok()) << encoded.ToString();
   for (size_t len = 0; len < stream.size(); ++len) {
     // An exact-size copy, so that ASan sees any read past the end.
     std::vector<uint8_t> cut(stream.begin(), stream.begin() + static_cast<ptrdiff_t>(len));
@@ -613,11 +629,8 @@ size_t HeaderBytes(const std::vector<uint8_t>& stream, size_t n, size_t* bits_us
 
 TEST(Rans, TrailingBytesAndBadStatesAreErrors) {
   const size_t n = 5000, period = 192;
-  const auto symbols = LaplaceSymbols(n, 2.0, 32, 23);
-  const auto models = ModelsFor(symbols, period, 32);
-  const auto ptrs = Pointers(models);
-  std::vector<uint8_t> stream;
-  ASSERT_TRUE(RansEncode(symbols.data(), n, ptrs.data(), period, &stream).ok());
+  const auto [symbols, models, ptrs, stream, encoded] = EncodeLaplace(n, period, 2.0, 32, 23);
+  ASSERT_TRUE(encoded.ok()) << encoded.ToString();
   std::vector<uint8_t> out(n);
 
   auto longer = stream;
@@ -671,11 +684,8 @@ TEST(Rans, TrailingBytesAndBadStatesAreErrors) {
 
 TEST(Rans, BitFlipsNeverCrashAndAllPathsAgree) {
   const size_t n = 1200, period = 192;
-  const auto symbols = LaplaceSymbols(n, 1.5, 32, 31);
-  const auto models = ModelsFor(symbols, period, 32);
-  const auto ptrs = Pointers(models);
-  std::vector<uint8_t> stream;
-  ASSERT_TRUE(RansEncode(symbols.data(), n, ptrs.data(), period, &stream).ok());
+  const auto [symbols, models, ptrs, stream, encoded] = EncodeLaplace(n, period, 1.5, 32, 31);
+  ASSERT_TRUE(encoded.ok()) << encoded.ToString();
   int accepted = 0;
   for (size_t bit = 0; bit < 8 * stream.size(); ++bit) {
     auto flipped = stream;
@@ -763,11 +773,8 @@ TEST(Rans, StreamsDecodedTogetherDecodeLikeSingleStreams) {
 // 2^16 give a stream without a tail.
 TEST(Rans, TailsSaveTheInitialStatesAndAreChecked) {
   const size_t n = 20000, period = 192;
-  const auto symbols = LaplaceSymbols(n, 1.0, 32, 61);
-  const auto models = ModelsFor(symbols, period, 32);
-  const auto ptrs = Pointers(models);
-  std::vector<uint8_t> stream;
-  ASSERT_TRUE(RansEncode(symbols.data(), n, ptrs.data(), period, &stream).ok());
+  const auto [symbols, models, ptrs, stream, encoded] = EncodeLaplace(n, period, 1.0, 32, 61);
+  ASSERT_TRUE(encoded.ok()) << encoded.ToString();
   const RansTail tail = RansTailOf(symbols.data(), n, ptrs.data(), period, true);
   ASSERT_GT(tail.groups, 0u);
   EXPECT_EQ(stream[0], tail.groups);
@@ -836,11 +843,9 @@ TEST(Rans, ShortStreamsAreAllTail) {
   const size_t period = 7;
   for (size_t n : {16, 17, 100, 160, 333}) {
     SCOPED_TRACE("n = " + std::to_string(n));
-    const auto symbols = LaplaceSymbols(n, 0.3, 8, static_cast<uint32_t>(70 + n));  // under a bit a symbol
-    const auto models = ModelsFor(symbols, period, 8);
-    const auto ptrs = Pointers(models);
-    std::vector<uint8_t> stream;
-    ASSERT_TRUE(RansEncode(symbols.data(), n, ptrs.data(), period, &stream).ok());
+    // Under a bit a symbol.
+    const auto [symbols, models, ptrs, stream, encoded] = EncodeLaplace(n, period, 0.3, 8, static_cast<uint32_t>(70 + n));
+    ASSERT_TRUE(encoded.ok()) << encoded.ToString();
     const size_t groups = (n + kLanes - 1) / kLanes;
     ASSERT_EQ(stream[0], groups);
     size_t bits_used = 0;
