@@ -2,7 +2,8 @@
 // channels), compiled twice like the other kernels: row_kernels.cpp for any CPU (SSE2 on
 // x86-64: 4 floats per instruction) and row_kernels_avx512.cpp (16), from the one body in
 // row_kernels_body.h. Every operation is separately rounded and the codec compiles with
-// -ffp-contract=off, so both give the same floats.
+// -ffp-contract=off, so both give the same floats (and the same halves: the fp16 row loop's AVX-512 form
+// is spelled out with intrinsics, the same operations).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,10 @@ namespace kvstream::codec {
 struct RowKernels {
   // y[c] = DequantChannelUniform(symbols[c], mean[c], step[c])
   void (*dequant_channels)(const uint8_t* symbols, const float* mean, const float* step, int64_t n, float* y);
+  // out[c] = FloatToHalf(DequantChannelUniform(symbols[c], mean[c], step[c])): a row without escapes
+  // straight into an fp16 destination, without a pass over a float row between
+  void (*dequant_channels_half)(const uint8_t* symbols, const float* mean, const float* step, int64_t n,
+                                uint16_t* out);
   // y[c] = DequantTransform(acc[c], offset[c], scaled_step)
   void (*dequant)(const int32_t* acc, const float* offset, float scaled_step, int64_t n, float* y);
   // y[c] = AddEscapedComponent(y[c], weight, scaled_step, basis[c])
