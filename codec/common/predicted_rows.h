@@ -6,7 +6,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -42,13 +41,12 @@ Status SymbolWeights(const uint8_t* symbols, int64_t rows, int64_t kept, const i
     // Branch-free (vectorisable); the escapes are looked for only in rows that have one.
     for (int64_t j = 0; j < kept; ++j) w[j] = static_cast<int16_t>(sym[j] == kEscapeSymbol ? 0 : SymbolToQ(sym[j]));
     if (stride > kept) w[kept] = 0;
-    if (escape_count == 0 || std::memchr(sym, kEscapeSymbol, static_cast<size_t>(kept)) == nullptr) continue;
+    if (escape_count == 0) continue;
     const int64_t row = index ? index[r] : r;
-    for (int64_t j = 0; j < kept; ++j) {
-      if (sym[j] != kEscapeSymbol) continue;
+    for (const uint8_t* e = FindEscapeSymbol(sym, sym + kept); e != nullptr; e = FindEscapeSymbol(e + 1, sym + kept)) {
       float weight = 0.0f;
       KVSTREAM_RETURN_IF_ERROR(next_escape(&weight));
-      escaped->push_back({row, j, weight});
+      escaped->push_back({row, e - sym, weight});
     }
   }
   return Status::Ok();

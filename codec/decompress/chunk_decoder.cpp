@@ -473,7 +473,7 @@ class SegmentDecoder {
     uint32_t e = 0;
     for (int64_t t = sinks; t < tokens(); ++t) {
       const uint8_t* sym = coded_.symbols.get() + static_cast<size_t>(t - sinks) * n_c;
-      const uint8_t* escape = coded_.escape_count != 0 ? FindEscape(sym, sym + n_c) : nullptr;
+      const uint8_t* escape = coded_.escape_count != 0 ? codec::FindEscapeSymbol(sym, sym + n_c) : nullptr;
       if (dense_half && escape == nullptr) {
         uint16_t* dst = static_cast<uint16_t*>(out_.data) + seg_.layer * out_.strides[0] + t * out_.strides[1];
         kernels.dequant_channels_half(sym, mean_.data(), step_.data(), static_cast<int64_t>(n_c), dst);
@@ -486,17 +486,12 @@ class SegmentDecoder {
       } else {
         kernels.dequant_channels(sym, mean_.data(), step_.data(), static_cast<int64_t>(n_c), row.data());
       }
-      for (; escape != nullptr; escape = FindEscape(escape + 1, sym + n_c)) {
+      for (; escape != nullptr; escape = codec::FindEscapeSymbol(escape + 1, sym + n_c)) {
         KVSTREAM_RETURN_IF_ERROR(NextEscape(coded_, &e, &row[escape - sym]));
       }
       StoreRow(out_, seg_.layer, t, row.data());
     }
     return CheckEscapesUsed(coded_, e);
-  }
-
-  // The first escape symbol in [from, end), or null.
-  static const uint8_t* FindEscape(const uint8_t* from, const uint8_t* end) {
-    return static_cast<const uint8_t*>(std::memchr(from, codec::kEscapeSymbol, static_cast<size_t>(end - from)));
   }
 
   // The value of escape symbol number *e (in symbol order) of stream c, advancing *e; CorruptData when the
