@@ -196,7 +196,7 @@ Result<CacheGenRefSize> CacheGenRefCodec::EncodeWithSize(const KvChunk16& chunk,
   return size;
 }
 
-Status CacheGenRefCodec::Encode(const KvChunk16& chunk, std::vector<uint8_t>* out, EncodeStats* stats) const {
+Status CacheGenRefCodec::Encode(const KvChunk16& chunk, std::vector<uint8_t>* out, EncodeCost* stats) const {
   KVSTREAM_ASSIGN_OR_RETURN(CacheGenRefSize size, EncodeWithSize(chunk, out));
   if (stats) {
     stats->charged_bits = 8.0 * static_cast<double>(size.charged_bytes());

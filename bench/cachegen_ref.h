@@ -27,7 +27,7 @@
 #include <memory>
 #include <vector>
 
-#include "bench/baseline_codec.h"
+#include "measure/kv_codec.h"
 
 namespace kvstream::bench {
 
@@ -58,7 +58,7 @@ struct CacheGenRefSize {
   int64_t charged_bytes() const { return header_bytes + scale_bytes + cdf_bytes + length_bytes + payload_bytes; }
 };
 
-class CacheGenRefCodec final : public BaselineCodec {
+class CacheGenRefCodec final : public KvCodec {
  public:
   static Result<std::unique_ptr<CacheGenRefCodec>> Create(int level, int n_layers);
   std::string method() const override { return "cachegen-ref"; }
@@ -67,7 +67,7 @@ class CacheGenRefCodec final : public BaselineCodec {
 
   // Encodes and reports the released-layout size breakdown.
   Result<CacheGenRefSize> EncodeWithSize(const KvChunk16& chunk, std::vector<uint8_t>* out) const;
-  Status Encode(const KvChunk16& chunk, std::vector<uint8_t>* out, EncodeStats* stats) const override;
+  Status Encode(const KvChunk16& chunk, std::vector<uint8_t>* out, EncodeCost* stats) const override;
   Status Decode(const uint8_t* data, size_t size, KvChunk16* chunk) const override;
 
  private:

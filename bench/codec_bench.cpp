@@ -5,8 +5,9 @@
 #include <chrono>
 #include <thread>
 
+#include "bench/baselines.h"
 #include "bench/cachegen_ref.h"
-#include "bench/codec_transform.h"
+#include "measure/codec_quality.h"
 #include "common/whole_file.h"
 #include "kvstream/quality.h"
 
@@ -45,11 +46,11 @@ struct Encoded {
 // With `with_stats` the codecs also report their charged size and entropy figures, which can cost a pass
 // of their own (kvstream's ideal-entropy sum over every symbol); the timed encodes run without, as a
 // serving node does, and the sizes come from one more untimed pass with.
-Status EncodeAll(const BaselineCodec& codec, const std::vector<KvChunk16>& chunks, bool with_stats, Encoded* out) {
+Status EncodeAll(const KvCodec& codec, const std::vector<KvChunk16>& chunks, bool with_stats, Encoded* out) {
   out->bytes.assign(chunks.size(), {});
   out->charged_bits = out->entropy_coded_bits = out->entropy_ideal_bits = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
-    EncodeStats stats;
+    EncodeCost stats;
     KVSTREAM_RETURN_IF_ERROR(codec.Encode(chunks[i], &out->bytes[i], with_stats ? &stats : nullptr));
     out->charged_bits += stats.charged_bits > 0 ? stats.charged_bits : 8.0 * static_cast<double>(out->bytes[i].size());
     out->entropy_coded_bits += stats.entropy_coded_bits;
@@ -59,7 +60,7 @@ Status EncodeAll(const BaselineCodec& codec, const std::vector<KvChunk16>& chunk
 }
 
 // Decodes chunks [begin, end) with a stride of `step` (thread t of n takes t, t+n, ...).
-Status DecodeRange(const BaselineCodec& codec, const Encoded& enc, std::vector<KvChunk16>& dst, size_t begin,
+Status DecodeRange(const KvCodec& codec, const Encoded& enc, std::vector<KvChunk16>& dst, size_t begin,
                    size_t step) {
   for (size_t i = begin; i < dst.size(); i += step) {
     KVSTREAM_RETURN_IF_ERROR(codec.Decode(enc.bytes[i].data(), enc.bytes[i].size(), &dst[i]));
@@ -74,15 +75,14 @@ struct WindowSums {
   int windows = 0;
 };
 
-Status MeasureWindow(const BaselineCodec& codec, const std::vector<KvChunk16>& chunks, const QualityMeter& meter,
+Status MeasureWindow(const KvCodec& codec, const std::vector<KvChunk16>& chunks, const QualityMeter& meter,
                      int chunk_tokens, WindowSums* sums) {
   Encoded enc;
   KVSTREAM_RETURN_IF_ERROR(EncodeAll(codec, chunks, /*with_stats=*/true, &enc));
   sums->charged_bits += enc.charged_bits;
   sums->entropy_coded_bits += enc.entropy_coded_bits;
   sums->entropy_ideal_bits += enc.entropy_ideal_bits;
-  auto transform = MakeCodecTransform(codec, chunk_tokens);
-  KVSTREAM_ASSIGN_OR_RETURN(QualityReport q, meter.Measure(*transform));
+  KVSTREAM_ASSIGN_OR_RETURN(QualityReport q, MeasureCodec(meter, codec, chunk_tokens));
   sums->ppl_delta_pct += q.ppl_delta_pct;
   sums->kl_mean += q.kl_mean;
   sums->top1_agreement += q.top1_agreement;
@@ -139,7 +139,7 @@ Status RunCodecBench(const CodecBenchOptions& o, const CodecFactory& extra_codec
   const double values = fp16_bytes / 2;
 
   // The methods, baselines first (their rows give the ratios' denominators).
-  std::vector<std::unique_ptr<BaselineCodec>> codecs;
+  std::vector<std::unique_ptr<KvCodec>> codecs;
   codecs.push_back(MakeFp16Codec());
   codecs.push_back(MakeInt8Codec());
   codecs.push_back(MakeZstdCodec(3));
@@ -160,10 +160,7 @@ Status RunCodecBench(const CodecBenchOptions& o, const CodecFactory& extra_codec
   ctx.context_tokens = o.context_tokens;
   ctx.chunks = static_cast<int>(chunks.size());
   ctx.windows = o.windows;
-  {
-    KVSTREAM_ASSIGN_OR_RETURN(QualityReport ref, meter.Measure(*MakeFp16Transform()));
-    ctx.ppl_reference = ref.ppl_reference;
-  }
+  ctx.ppl_reference = meter.ppl_reference();
   if (on_context) on_context(ctx);
 
   // The first window times every method; fp16 and int8 come first, so with one window each row after
@@ -171,7 +168,7 @@ Status RunCodecBench(const CodecBenchOptions& o, const CodecFactory& extra_codec
   std::vector<CodecBenchRow> rows(codecs.size());
   std::vector<WindowSums> sums(codecs.size());
   for (size_t i = 0; i < codecs.size(); ++i) {
-    const BaselineCodec& codec = *codecs[i];
+    const KvCodec& codec = *codecs[i];
     CodecBenchRow& row = rows[i];
     row.method = codec.method();
     row.level = codec.level();

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/baseline_codec.h"
+#include "measure/kv_codec.h"
 #include "kvstream/model.h"
 #include "kvstream/status.h"
 
@@ -68,7 +68,7 @@ struct CodecBenchContext {
 
 // A method under test: a codec plus how the bench names it. The kvstream codec enters through
 // `extra_codecs` (an adapter over include/kvstream/codec.h) so this library does not depend on it.
-using CodecFactory = std::function<Result<std::vector<std::unique_ptr<BaselineCodec>>>(const Model&)>;
+using CodecFactory = std::function<Result<std::vector<std::unique_ptr<KvCodec>>>(const Model&)>;
 
 // Runs the benchmark; `on_row` receives each finished row (ratios filled in), in order: fp16, int8,
 // zstd-3, zstd-19, cachegen-ref levels, then the extra codecs (as each finishes with one window, after the

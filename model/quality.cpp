@@ -78,13 +78,13 @@ Result<QualityMeter> QualityMeter::Create(const Model& model, std::vector<int> t
   return meter;
 }
 
-Result<QualityReport> QualityMeter::Measure(const KvTransform& transform) const {
+double QualityMeter::ppl_reference() const { return std::exp(reference_nll_); }
+
+Result<QualityReport> QualityMeter::Measure(const std::string& method, const KvCache& transformed,
+                                            double bits_per_value) const {
   const int T = options_.context_tokens, M = options_.eval_tokens, vocab = model_->config().vocab_size;
-  KvCache transformed = context_;
-  Result<double> bits = transform.Apply(transformed);
-  if (!bits.ok()) return bits.status().WithContext("transform " + transform.name() + ": ");
   if (transformed.layers != context_.layers || transformed.kv_dim != context_.kv_dim || transformed.tokens != T) {
-    return Status::Internal("transform " + transform.name() + " changed the cache's shape");
+    return Status::InvalidArgument(method + ": the transformed cache's shape is not the context's");
   }
   KvCache work = CopyWithCapacity(transformed, T + M);
   std::vector<float> logits;
@@ -92,8 +92,8 @@ Result<QualityReport> QualityMeter::Measure(const KvTransform& transform) const 
   KVSTREAM_RETURN_IF_ERROR(model_->Forward(eval, work, &logits));
 
   QualityReport r;
-  r.method = transform.name();
-  r.bits_per_value = *bits;
+  r.method = method;
+  r.bits_per_value = bits_per_value;
   std::vector<double> lp_ref, lp;
   double nll = 0, kl = 0;
   int agree = 0;

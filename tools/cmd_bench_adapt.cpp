@@ -27,27 +27,27 @@
 #include <string>
 #include <vector>
 
-#include "cluster/netns_link.h"
-#include "cluster/process.h"
-#include "cluster/trace_player.h"
+#include "bench/cluster/netns_link.h"
+#include "bench/cluster/process.h"
+#include "bench/cluster/trace_player.h"
 #include "kvstream/codec.h"
 #include "kvstream/model.h"
 #include "kvstream/quality.h"
 #include "kvstream/scheduler.h"
 #include "kvstream/stream.h"
-#include "scheduler/manifest_file.h"
-#include "scheduler/simulator.h"
-#include "scheduler/trace.h"
+#include "bench/manifest_file.h"
+#include "bench/simulator.h"
+#include "bench/trace.h"
 #include "tools/codec_files.h"
 #include "tools/command.h"
-#include "tools/kv_methods.h"
-#include "tools/machine.h"
+#include "tools/model_args.h"
+#include "bench/machine.h"
 
 namespace kvstream::cli {
 namespace {
 
-using scheduler::ManifestFile;
-using scheduler::SimOutcome;
+using bench::ManifestFile;
+using bench::SimOutcome;
 
 // The source tree, for the shipped traces, manifest and plot script.
 std::filesystem::path SourceDir() { return std::filesystem::path(__FILE__).parent_path().parent_path(); }
@@ -80,27 +80,6 @@ Workload MakeWorkload(const ManifestFile& base, int requests, int concurrency, d
   }
   return w;
 }
-
-// A level's decoded cache, computed once by ManifestFromModel, handed to the quality meter.
-class DecodedCacheTransform final : public KvTransform {
- public:
-  DecodedCacheTransform(std::string name, const KvCache* decoded, double bits) : name_(std::move(name)), decoded_(decoded), bits_(bits) {}
-  std::string name() const override { return name_; }
-  Result<double> Apply(KvCache& cache) const override {
-    if (cache.layers != decoded_->layers || cache.kv_dim != decoded_->kv_dim || cache.tokens != decoded_->tokens ||
-        cache.capacity != decoded_->capacity) {
-      return Status::Internal("decoded cache of " + name_ + " does not match the meter's context cache");
-    }
-    cache.k = decoded_->k;
-    cache.v = decoded_->v;
-    return bits_;
-  }
-
- private:
-  std::string name_;
-  const KvCache* decoded_;
-  double bits_;
-};
 
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
@@ -205,7 +184,7 @@ Result<ManifestFile> ManifestFromModel(const Args& args) {
     double s_per_token = recompute_s_per_token;
     if (level != kLevelText) {
       const double bits = 8.0 * static_cast<double>(total_bytes) / (2.0 * static_cast<double>(L * context_tokens * C));
-      KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(DecodedCacheTransform(LevelName(level), &decoded, bits)));
+      KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(LevelName(level), decoded, bits));
       quality = r.top1_agreement;
       s_per_token = decode_s / static_cast<double>(context_tokens);
     }
@@ -222,7 +201,7 @@ struct PolicyResult {
   std::vector<SimOutcome> outcomes;
 };
 
-Result<PolicyResult> RunPolicy(const std::string& name, const scheduler::LinkTrace& trace, const Workload& w,
+Result<PolicyResult> RunPolicy(const std::string& name, const bench::LinkTrace& trace, const Workload& w,
                                int concurrency, double rtt_s, const KvstreamPolicyOptions& options) {
   PolicyResult result{name, {}};
   const int n = static_cast<int>(w.manifests.size());
@@ -230,16 +209,16 @@ Result<PolicyResult> RunPolicy(const std::string& name, const scheduler::LinkTra
     const int end = std::min(n, begin + concurrency);
     auto link = std::make_shared<SharedLink>(options);
     std::vector<std::unique_ptr<LevelPolicy>> policies;
-    std::vector<scheduler::SimRequest> requests;
+    std::vector<bench::SimRequest> requests;
     for (int r = begin; r < end; ++r) {
       KVSTREAM_ASSIGN_OR_RETURN(auto policy, MakeLevelPolicy(name, options, link));
       policies.push_back(std::move(policy));
       requests.push_back({w.arrivals_s[r], w.deadlines_s[r], &w.manifests[r].manifest, policies.back().get()});
     }
-    scheduler::SimOptions sim;
+    bench::SimOptions sim;
     sim.rtt_s = rtt_s;
     sim.costs = &w.manifests[begin].costs;
-    KVSTREAM_ASSIGN_OR_RETURN(auto outcomes, scheduler::Simulate(trace, sim, requests));
+    KVSTREAM_ASSIGN_OR_RETURN(auto outcomes, bench::Simulate(trace, sim, requests));
     for (auto& o : outcomes) result.outcomes.push_back(std::move(o));
   }
   return result;
@@ -345,7 +324,7 @@ int RealReceiverChild(const std::string& host, int port, const KvstreamPolicyOpt
 // TracePlayer changes along the trace, restarted at each request (as the simulator replays it). The
 // prefill node is `kvstream serve` in namespace A (this binary) serving the manifest's context; a forked
 // decode node in namespace B fetches. Quality is the manifest's measured quality of each chosen level.
-Result<std::vector<PolicyResult>> RunRealLink(const Args& args, const scheduler::LinkTrace& trace, const ManifestFile& base,
+Result<std::vector<PolicyResult>> RunRealLink(const Args& args, const bench::LinkTrace& trace, const ManifestFile& base,
                                               const std::vector<std::string>& policies, const Workload& w,
                                               const KvstreamPolicyOptions& options) {
   KVSTREAM_ASSIGN_OR_RETURN(const double max_minutes, args.GetDouble("max-minutes", 20));
@@ -446,7 +425,7 @@ Result<std::vector<PolicyResult>> RunRealLink(const Args& args, const scheduler:
         }
         double weighted = 0, tokens = 0;
         for (const auto& c : j["chunks"]) {
-          scheduler::SimChunk sc;
+          bench::SimChunk sc;
           sc.chunk = c[0].get<int>();
           sc.level = c[1].get<int>();
           sc.bytes = c[2].get<uint64_t>();
@@ -541,7 +520,7 @@ nlohmann::ordered_json Summarize(const PolicyResult& r, const std::string& trace
 }
 
 // What the plot needs: the trace, the deadline and one request's (the first batch's) chunk timeline.
-nlohmann::ordered_json Timeline(const PolicyResult& r, const scheduler::LinkTrace& trace, const Workload& w,
+nlohmann::ordered_json Timeline(const PolicyResult& r, const bench::LinkTrace& trace, const Workload& w,
                                 int concurrency) {
   nlohmann::ordered_json j;
   j["policy"] = r.policy;
@@ -602,7 +581,7 @@ Status RunBenchAdapt(const Args& args) {
   if (real && concurrency != 1) return Status::InvalidArgument("--link real runs one request at a time (--concurrency 1)");
 
   const std::filesystem::path traces_dir = SourceDir() / "bench" / "traces";
-  KVSTREAM_ASSIGN_OR_RETURN(scheduler::LinkTrace trace, scheduler::LoadTrace(trace_name, traces_dir.string()));
+  KVSTREAM_ASSIGN_OR_RETURN(bench::LinkTrace trace, bench::LoadTrace(trace_name, traces_dir.string()));
   KVSTREAM_ASSIGN_OR_RETURN(const double time_scale, args.GetDouble("time-scale", 1.0));
   if (!(time_scale > 0 && time_scale <= 1000)) return Status::InvalidArgument("--time-scale must be in (0, 1000]");
   for (double& t : trace.time_s) t *= time_scale;
@@ -613,12 +592,12 @@ Status RunBenchAdapt(const Args& args) {
     manifest_path = "from model " + args.GetString("manifest-from-model");
     if (const std::string path = args.GetString("write-manifest"); !path.empty()) {
       std::ofstream file(path);
-      file << scheduler::ManifestToJson(base);
+      file << bench::ManifestToJson(base);
       if (!file) return Status::IoError("--write-manifest " + path + ": write failed");
       manifest_path = path;
     }
   } else {
-    KVSTREAM_ASSIGN_OR_RETURN(base, scheduler::LoadManifestFile(manifest_path));
+    KVSTREAM_ASSIGN_OR_RETURN(base, bench::LoadManifestFile(manifest_path));
   }
 
   KvstreamPolicyOptions options;
@@ -658,12 +637,12 @@ Status RunBenchAdapt(const Args& args) {
   std::ofstream jsonl;
   const std::string stem_prefix = "adapt-" + std::string(real ? "real-" : "") + FileSafe(trace.name);
   if (!out_dir.empty()) jsonl.open(std::filesystem::path(out_dir) / (stem_prefix + ".jsonl"));
-  const Machine machine = ThisMachine();
+  const bench::Machine machine = bench::ThisMachine();
   if (json) {
-    const nlohmann::json header = {{"header", true}, {"bench", "adapt"}, {"date", UtcNow()}, {"machine", MachineJson(machine)}};
+    const nlohmann::json header = {{"header", true}, {"bench", "adapt"}, {"date", bench::UtcNow()}, {"machine", bench::MachineJson(machine)}};
     std::printf("%s\n", header.dump().c_str());
   } else {
-    std::printf("kvstream bench adapt — machine: %s\n", DescribeMachine(machine).c_str());
+    std::printf("kvstream bench adapt — machine: %s\n", bench::DescribeMachine(machine).c_str());
     std::printf("trace %s, %s link, %lld requests (concurrency %lld), deadline %.0f ms +-10%%, rtt %s, manifest %s\n",
                 trace.name.c_str(), real ? "real (veth + tc tbf between namespaces)" : "simulated",
                 static_cast<long long>(requests), static_cast<long long>(concurrency), deadline_ms,

@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/codec_bench.h"
-#include "bench/kvstream_codec_adapter.h"
+#include "bench/kvstream_levels.h"
 #include "tools/command.h"
-#include "tools/machine.h"
+#include "bench/machine.h"
 
 namespace kvstream::cli {
 namespace {
@@ -72,13 +72,13 @@ Status Run(const Args& args) {
   KVSTREAM_ASSIGN_OR_RETURN(int64_t cal_offset, args.GetInt("calibration-offset", -1));
 
   bench::CalibrationSlice calibration;
-  const Machine machine = ThisMachine();
+  const bench::Machine machine = bench::ThisMachine();
   auto on_context = [&](const bench::CodecBenchContext& c) {
     nlohmann::json h;
     h["header"] = true;
-    h["date"] = UtcNow();
+    h["date"] = bench::UtcNow();
     h["command"] = command;
-    h["machine"] = MachineJson(machine);
+    h["machine"] = bench::MachineJson(machine);
     h["model"] = c.model_name;
     h["layers"] = c.layers;
     h["kv_dim"] = c.kv_dim;
@@ -96,7 +96,7 @@ Status Run(const Args& args) {
       std::printf("kvstream bench codec — %s (%d layers x %d channels), %d context tokens in %d chunks, eval %d\n"
                   "machine: %s; reference ppl %.4f\n",
                   c.model_name.c_str(), c.layers, c.kv_dim, c.context_tokens, c.chunks, o.eval_tokens,
-                  DescribeMachine(machine).c_str(), c.ppl_reference);
+                  bench::DescribeMachine(machine).c_str(), c.ppl_reference);
       if (c.windows > 1) {
         std::printf("sizes and quality over %d windows (quality: their mean, top-1 min the lowest); speeds from the "
                     "first\n",

@@ -23,14 +23,15 @@
 #include <sstream>
 #include <thread>
 
-#include "cluster/netns_link.h"
-#include "cluster/process.h"
+#include "bench/cluster/netns_link.h"
+#include "bench/cluster/process.h"
 #include "common/half.h"
 #include "kvstream/stream.h"
 #include "kvstream/transport.h"
 #include "tools/codec_files.h"
 #include "tools/command.h"
-#include "tools/machine.h"
+#include "bench/machine.h"
+#include "bench/ucx_version.h"
 #include "tools/stream_cli.h"
 
 namespace kvstream::cli {
@@ -414,13 +415,13 @@ Status RunBenchTransport(const Args& args) {
       sizes.push_back(static_cast<uint64_t>(s));
     }
   }
-  const Machine machine = ThisMachine();
+  const bench::Machine machine = bench::ThisMachine();
   if (json) {
-    const nlohmann::json header = {{"header", true}, {"bench", "transport"}, {"date", UtcNow()},
-                                   {"machine", MachineJson(machine)}, {"ucx", UcxVersion()}};
+    const nlohmann::json header = {{"header", true}, {"bench", "transport"}, {"date", bench::UtcNow()},
+                                   {"machine", bench::MachineJson(machine)}, {"ucx", bench::UcxVersion()}};
     std::printf("%s\n", header.dump().c_str());
   } else {
-    std::printf("kvstream bench transport — machine: %s; UCX %s\n\n", DescribeMachine(machine).c_str(), UcxVersion().c_str());
+    std::printf("kvstream bench transport — machine: %s; UCX %s\n\n", bench::DescribeMachine(machine).c_str(), bench::UcxVersion().c_str());
   }
   if (!args.Has("skip-raw")) {
     if (!json) {

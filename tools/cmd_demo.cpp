@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "kvstream/scheduler.h"
-#include "tools/kv_methods.h"
+#include "tools/model_args.h"
 #include "tools/stream_cli.h"
 
 namespace kvstream::cli {
@@ -99,8 +99,7 @@ Status RunDemo(const Args& args) {
   for (Method& m : methods) {
     KVSTREAM_ASSIGN_OR_RETURN(FetchResult r, receiver->Fetch("demo", fetched.keys(), fetched.values(), deadline_ms / 1000, *m.policy));
     if (m.name == "int8") int8_bytes = r.bytes;
-    FetchedKv transform(m.name, fetched, r.bytes);
-    KVSTREAM_ASSIGN_OR_RETURN(QualityReport q, meter.Measure(transform));
+    KVSTREAM_ASSIGN_OR_RETURN(QualityReport q, meter.Measure(m.name, fetched, WireBitsPerValue(fetched, r.bytes)));
     char ratio[32] = "";
     if (int8_bytes > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", static_cast<double>(int8_bytes) / static_cast<double>(r.bytes));
     std::printf("%-24s %12llu %9s %13.2f %13.2f %12.3f %10.2e %10.4f\n", m.name.c_str(), static_cast<unsigned long long>(r.bytes),

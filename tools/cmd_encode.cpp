@@ -8,7 +8,7 @@
 #include "kvstream/codec.h"
 #include "tools/codec_files.h"
 #include "tools/kv_dump_args.h"
-#include "tools/kv_methods.h"
+#include "tools/model_args.h"
 
 namespace kvstream::cli {
 namespace {

@@ -5,7 +5,8 @@
 #include <vector>
 
 #include "tools/codec_files.h"
-#include "tools/kv_methods.h"
+#include "measure/codec_quality.h"
+#include "tools/model_args.h"
 
 namespace kvstream::cli {
 namespace {
@@ -32,7 +33,9 @@ Status RunEval(const Args& args) {
   if (context < 1 || context > (1 << 20) || eval < 1 || eval > (1 << 20) || windows < 1 || windows > 64) {
     return Status::InvalidArgument("--context-tokens and --eval-tokens must be in 1..1048576, --windows in 1..64");
   }
-  KVSTREAM_ASSIGN_OR_RETURN(std::vector<const KvMethod*> methods, SelectKvMethods(args.GetString("methods", "all")));
+  Result<std::vector<const KvMethod*>> selected = SelectKvMethods(SplitList(args.GetString("methods", "all")));
+  if (!selected.ok()) return selected.status().WithContext("--methods");
+  const std::vector<const KvMethod*> methods = *selected;
   KvCodecChoice codec;
   if (args.Has("profile")) {
     KVSTREAM_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(args.GetString("profile")));
@@ -71,8 +74,7 @@ Status RunEval(const Args& args) {
     std::vector<int> slice(first, first + static_cast<long>(window_tokens + 1));
     KVSTREAM_ASSIGN_OR_RETURN(QualityMeter meter, QualityMeter::Create(*model, std::move(slice), options));
     for (size_t i = 0; i < methods.size(); ++i) {
-      KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<KvTransform> transform, methods[i]->make(*model, codec));
-      KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(*transform));
+      KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, MeasureCodec(meter, *methods[i]->make(codec), kMethodChunkTokens));
       PrintRow(json, methods[i]->name, std::to_string(w), r, options);
       reports[i].push_back(r);
     }

@@ -6,7 +6,7 @@
 #include "kvstream/scheduler.h"
 #include "tools/codec_files.h"
 #include "tools/kv_dump_args.h"
-#include "tools/kv_methods.h"
+#include "tools/model_args.h"
 #include "tools/stream_cli.h"
 
 namespace kvstream::cli {
@@ -131,8 +131,7 @@ Status RunFetch(const Args& args) {
   qo.context_tokens = window;
   qo.eval_tokens = static_cast<int>(eval_tokens);
   KVSTREAM_ASSIGN_OR_RETURN(QualityMeter meter, QualityMeter::Create(*model, std::move(slice), qo));
-  FetchedKv transform("fetched", fetched, result.bytes);
-  KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(transform));
+  KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure("fetched", fetched, WireBitsPerValue(fetched, result.bytes)));
   std::printf("verify: %.3f bits/value, ppl %.4f (reference %.4f, %+.3f%%), KL %.3e, top-1 agreement %.4f\n", r.bits_per_value,
               r.ppl, r.ppl_reference, r.ppl_delta_pct, r.kl_mean, r.top1_agreement);
   return Status::Ok();

@@ -1,7 +1,7 @@
 // `kvstream generate`: greedy text generation with the reference model engine.
 #include <cstdio>
 
-#include "tools/kv_methods.h"
+#include "tools/model_args.h"
 
 namespace kvstream::cli {
 namespace {

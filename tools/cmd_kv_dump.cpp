@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "tools/kv_dump_args.h"
-#include "tools/kv_methods.h"
+#include "tools/model_args.h"
 
 namespace kvstream::cli {
 namespace {

@@ -12,54 +12,13 @@
 #include "kvstream/quality.h"
 #include "tools/codec_files.h"
 #include "tools/kv_dump_args.h"
-#include "bench/codec_transform.h"
-#include "bench/kvstream_codec_adapter.h"
-#include "tools/kv_methods.h"
+#include "measure/codec_quality.h"
+#include "measure/kvstream_codec.h"
+#include "measure/slice_sensitivity.h"
+#include "tools/model_args.h"
 
 namespace kvstream::cli {
 namespace {
-
-// Puts one (layer, K/V) slice of a decoded copy of the cache in place of the original's: the KL it then
-// causes is that slice's share of the decoded cache's (the shares add up to within a few percent).
-class OneSliceDecoded : public KvTransform {
- public:
-  OneSliceDecoded(const KvCache& decoded, int layer, int kv) : decoded_(&decoded), layer_(layer), kv_(kv) {}
-  std::string name() const override { return "one-slice"; }
-  Result<double> Apply(KvCache& cache) const override {
-    if (cache.layers != decoded_->layers || cache.kv_dim != decoded_->kv_dim || cache.tokens != decoded_->tokens ||
-        cache.capacity != decoded_->capacity) {
-      return Status::InvalidArgument("one-slice: the cache is not the one decoded");
-    }
-    std::vector<float>& to = kv_ == 0 ? cache.k : cache.v;
-    const std::vector<float>& from = kv_ == 0 ? decoded_->k : decoded_->v;
-    const size_t row = static_cast<size_t>(cache.kv_dim);
-    const auto first = static_cast<long>(static_cast<size_t>(layer_) * static_cast<size_t>(cache.capacity) * row);
-    std::copy_n(from.begin() + first, static_cast<size_t>(cache.tokens) * row, to.begin() + first);
-    return 16.0;
-  }
-
- private:
-  const KvCache* decoded_;
-  int layer_, kv_;
-};
-
-// Each slice's sensitivity (ProfileOptions::slice_sensitivity): the KL that the held-out context decoded at
-// `level` in `scheme` (with the fine rows a sender would add) causes when only that slice is decoded.
-Result<std::vector<double>> MeasureSliceSensitivity(const QualityMeter& meter,
-                                                    const std::shared_ptr<const Profile>& profile, QuantScheme scheme,
-                                                    Level level, bench::FineRowsOption fine, int chunk_tokens) {
-  const auto codec = bench::MakeCodecTransform(bench::MakeKvstreamLevelCodec(profile, level, scheme, fine), chunk_tokens);
-  KvCache decoded = meter.context_cache();
-  KVSTREAM_RETURN_IF_ERROR(codec->Apply(decoded).status());
-  std::vector<double> kl(static_cast<size_t>(decoded.layers) * 2);
-  for (int l = 0; l < decoded.layers; ++l) {
-    for (int kv = 0; kv < 2; ++kv) {
-      KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(OneSliceDecoded(decoded, l, kv)));
-      kl[static_cast<size_t>(l) * 2 + static_cast<size_t>(kv)] = std::max(0.0, r.kl_mean);
-    }
-  }
-  return kl;
-}
 
 // The sample windows and the held-out window (a context and its continuation, + 1 token for the last
 // target) from one text or several (--text A,B,...): sample window i comes from text i mod n, each text's
@@ -202,7 +161,7 @@ Status RunProfile(const Args& args) {
                                : options.transform ? QuantScheme::kTransform
                                                    : QuantScheme::kChannelUniform;
     const Level level = std::max<Level>(1, static_cast<Level>(profile.ladder().size()) - 1);
-    bench::FineRowsOption fine;
+    FineRowsOption fine;
     if (scheme != QuantScheme::kChannelUniform) fine = {fine_fraction, fine_level};
     KVSTREAM_ASSIGN_OR_RETURN(std::vector<double> sensitivity,
                               MeasureSliceSensitivity(meter, std::make_shared<const Profile>(profile), scheme, level,
@@ -221,8 +180,9 @@ Status RunProfile(const Args& args) {
   std::printf("  level  bits/value(profile)  bits/value(in-chunk)%s\n", measure ? "  top1     ppl-delta%  kl-mean" : "");
   if (measure) {
     // Baselines on the same held-out window, so the levels' quality reads against them.
-    for (const auto& baseline : {MakeFp16Transform(), MakeInt8Transform()}) {
-      KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(*baseline));
+    for (Level level : {kLevelFp16, kLevelInt8}) {
+      const std::unique_ptr<KvCodec> baseline = MakeKvstreamLevelCodec(nullptr, level);
+      KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, MeasureCodec(meter, *baseline, static_cast<int>(chunk_tokens)));
       std::printf("  %-6s %-20.4f %-20s  %-8.4f %-+11.3f %.5f\n", baseline->name().c_str(), r.bits_per_value, "", r.top1_agreement,
                   r.ppl_delta_pct, r.kl_mean);
     }
@@ -231,14 +191,14 @@ Status RunProfile(const Args& args) {
   // Chunks with in-chunk tables quantise with the default ladder, so they compare only with it ("-").
   const auto learned = std::make_shared<const Profile>(profile);
   for (const LevelSpec& spec : learned->ladder()) {
-    const auto with = bench::MakeCodecTransform(bench::MakeKvstreamLevelCodec(learned, spec.level), static_cast<int>(chunk_tokens));
+    const std::unique_ptr<KvCodec> with = MakeKvstreamLevelCodec(learned, spec.level);
     KvCache a = meter.context_cache();
-    KVSTREAM_ASSIGN_OR_RETURN(double bits, with->Apply(a));
+    KVSTREAM_ASSIGN_OR_RETURN(double bits, ApplyCodec(*with, static_cast<int>(chunk_tokens), a));
     std::string own_bits = "-";
     if (options.ladder.empty()) {
-      const auto without = bench::MakeCodecTransform(bench::MakeKvstreamLevelCodec(nullptr, spec.level), static_cast<int>(chunk_tokens));
+      const std::unique_ptr<KvCodec> without = MakeKvstreamLevelCodec(nullptr, spec.level);
       KvCache b = meter.context_cache();
-      KVSTREAM_ASSIGN_OR_RETURN(double own, without->Apply(b));
+      KVSTREAM_ASSIGN_OR_RETURN(double own, ApplyCodec(*without, static_cast<int>(chunk_tokens), b));
       char buf[32];
       std::snprintf(buf, sizeof buf, "%.4f", own);
       own_bits = buf;
@@ -246,7 +206,7 @@ Status RunProfile(const Args& args) {
     LevelQuality q;
     q.bits_per_value = bits;
     if (measure) {
-      KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(*with));
+      KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(with->name(), a, bits));
       q.top1_agreement = r.top1_agreement;
       q.ppl_delta_pct = r.ppl_delta_pct;
       q.kl_mean = r.kl_mean;
@@ -264,13 +224,12 @@ Status RunProfile(const Args& args) {
     std::printf("  level  bits/value%s\n", measure ? "           top1     ppl-delta%  kl-mean" : "");
     for (const LevelSpec& spec : learned->ladder()) {
       // Coded as a sender with the same fine rows serves them, so that what it advertises is what it sends.
-      const auto codec = bench::MakeCodecTransform(
-          bench::MakeKvstreamLevelCodec(learned, spec.level, scheme, {fine_fraction, fine_level}), static_cast<int>(chunk_tokens));
+      const std::unique_ptr<KvCodec> codec = MakeKvstreamLevelCodec(learned, spec.level, scheme, {fine_fraction, fine_level});
       KvCache cache = meter.context_cache();
       LevelQuality q;
-      KVSTREAM_ASSIGN_OR_RETURN(q.bits_per_value, codec->Apply(cache));
+      KVSTREAM_ASSIGN_OR_RETURN(q.bits_per_value, ApplyCodec(*codec, static_cast<int>(chunk_tokens), cache));
       if (measure) {
-        KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(*codec));
+        KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(codec->name(), cache, q.bits_per_value));
         q.top1_agreement = r.top1_agreement;
         q.ppl_delta_pct = r.ppl_delta_pct;
         q.kl_mean = r.kl_mean;

@@ -8,7 +8,7 @@
 
 #include "tools/codec_files.h"
 #include "tools/kv_dump_args.h"
-#include "tools/kv_methods.h"
+#include "tools/model_args.h"
 #include "tools/stream_cli.h"
 
 namespace kvstream::cli {

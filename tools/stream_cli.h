@@ -1,5 +1,5 @@
 // What `kvstream serve`, `fetch`, `bench transport` and the streaming demo share: host:port and secret
-// parsing, a sender's codec flags, prefilling a text's windows into contexts, and the KvTransform that measures fetched KV.
+// parsing, a sender's codec flags, prefilling a text's windows into contexts, and the bits per value of fetched KV.
 //
 // Contexts served from a text: context "i" is the KV of tokens [i * T, (i + 1) * T) of the tokenized text,
 // prefilled from scratch, so a fetcher that has the same model and text knows exactly what it receives.
@@ -89,34 +89,10 @@ inline Result<TextContext> PrefillWindow(const Model& model, const std::vector<i
   return ctx;
 }
 
-// Replaces a prefilled cache with KV fetched over the network: lets the quality meter score what arrived.
-class FetchedKv final : public KvTransform {
- public:
-  FetchedKv(std::string name, const KvCache& fetched, uint64_t bytes)
-      : name_(std::move(name)), fetched_(fetched), bytes_(bytes) {}
-  std::string name() const override { return name_; }
-  Result<double> Apply(KvCache& cache) const override {
-    if (cache.layers != fetched_.layers || cache.kv_dim != fetched_.kv_dim || cache.tokens != fetched_.tokens) {
-      return Status::InvalidArgument("fetched KV is [" + std::to_string(fetched_.layers) + "][" + std::to_string(fetched_.tokens) +
-                                     "][" + std::to_string(fetched_.kv_dim) + "], the meter's context [" +
-                                     std::to_string(cache.layers) + "][" + std::to_string(cache.tokens) + "][" +
-                                     std::to_string(cache.kv_dim) + "]");
-    }
-    for (int l = 0; l < cache.layers; ++l) {
-      const size_t row = static_cast<size_t>(cache.tokens) * cache.kv_dim * sizeof(float);
-      std::memcpy(&cache.k[static_cast<size_t>(l) * cache.capacity * cache.kv_dim],
-                  &fetched_.k[static_cast<size_t>(l) * fetched_.capacity * fetched_.kv_dim], row);
-      std::memcpy(&cache.v[static_cast<size_t>(l) * cache.capacity * cache.kv_dim],
-                  &fetched_.v[static_cast<size_t>(l) * fetched_.capacity * fetched_.kv_dim], row);
-    }
-    const double values = 2.0 * cache.layers * cache.tokens * cache.kv_dim;
-    return 8.0 * static_cast<double>(bytes_) / values;
-  }
-
- private:
-  std::string name_;
-  const KvCache& fetched_;
-  uint64_t bytes_;
-};
+// The bits per K/V value that `bytes` on the wire cost for `cache`'s tokens.
+inline double WireBitsPerValue(const KvCache& cache, uint64_t bytes) {
+  const double values = 2.0 * cache.layers * cache.tokens * cache.kv_dim;
+  return values > 0 ? 8.0 * static_cast<double>(bytes) / values : 0.0;
+}
 
 }  // namespace kvstream::cli

@@ -451,8 +451,6 @@ DataPlane::~DataPlane() {
   impl_->context = nullptr;
 }
 
-std::string UcxVersion() { return ucp_get_version_string(); }
-
 Result<std::shared_ptr<DataPlane>> DataPlane::Create(const DataPlaneOptions& options) {
   if (options.poll_interval_ms <= 0 || options.send_timeout_ms <= 0) {
     return Status::InvalidArgument("data plane options: poll_interval_ms and send_timeout_ms must be positive");

@@ -1,8 +1,8 @@
 // kvstream/quality.h — the quality meter: what a KV transformation costs the model.
 //
-// Prefill the first T tokens of a text, pass the KV cache through a transformation (identity, int8, a
-// codec level, ...), then score the next M tokens teacher-forced with the transformed cache and with the
-// original one. Reports perplexity, its change, the mean KL divergence of the next-token distributions
+// Prefill the first T tokens of a text, let the caller transform a copy of the KV cache (int8, a codec
+// level, KV fetched over a link, ...: measure/ runs codecs through it), then score the next M tokens
+// teacher-forced with the transformed cache and with the original one. Reports perplexity, its change, the mean KL divergence of the next-token distributions
 // (original || transformed) and top-1 agreement. Deterministic for a given model, text and transform.
 #pragma once
 
@@ -14,20 +14,6 @@
 #include "kvstream/status.h"
 
 namespace kvstream {
-
-// A lossy (or lossless) rewrite of a KV cache in place: the extension point codecs plug into. Apply
-// returns the bits per KV value the transformation's encoded form took (16 for fp16).
-class KvTransform {
- public:
-  virtual ~KvTransform() = default;
-  virtual std::string name() const = 0;
-  virtual Result<double> Apply(KvCache& cache) const = 0;
-};
-
-// Built in: fp16 round trip (the uncompressed baseline, named "fp16") and per-token symmetric int8 with
-// fp16 scales ("int8").
-std::unique_ptr<KvTransform> MakeFp16Transform();
-std::unique_ptr<KvTransform> MakeInt8Transform();
 
 struct QualityOptions {
   int context_tokens = 1024;
@@ -44,14 +30,18 @@ struct QualityReport {
   double top1_agreement = 0;  // fraction of positions whose argmax is unchanged
 };
 
-// Measures several transforms against one reference pass (the prefill and the reference scoring run
-// once). Tokens [0, T) are the context; tokens [T, T+M) are fed teacher-forced and the logits after
+// Measures several transformed caches against one reference pass (the prefill and the reference scoring
+// run once). Tokens [0, T) are the context; tokens [T, T+M) are fed teacher-forced and the logits after
 // token T+i are scored against token T+i+1, so `tokens` must hold at least T + M + 1 ids.
 class QualityMeter {
  public:
   static Result<QualityMeter> Create(const Model& model, std::vector<int> tokens, const QualityOptions& options);
-  Result<QualityReport> Measure(const KvTransform& transform) const;
+  // Scores `transformed`, a transformed copy of context_cache() (same layers, kv_dim and tokens), as
+  // `method` whose encoded form took `bits_per_value` bits per K/V value.
+  Result<QualityReport> Measure(const std::string& method, const KvCache& transformed, double bits_per_value) const;
   const KvCache& context_cache() const { return context_; }
+  // Perplexity of the evaluated tokens with the original cache (every report's ppl_reference).
+  double ppl_reference() const;
 
  private:
   QualityMeter(const Model& model, std::vector<int> tokens, QualityOptions options)

@@ -16,7 +16,7 @@
 #include <variant>
 #include <vector>
 
-#include "kvstream/level_policy.h"
+#include "kvstream/manifest.h"
 #include "kvstream/status.h"
 #include "kvstream/tensor.h"
 
@@ -26,9 +26,6 @@ namespace kvstream {
 // refused at the handshake instead of failing on every chunk: 4 carries chunk format 6 (rANS streams that
 // may be all tail, word counts coded by bits).
 inline constexpr uint16_t kProtocolVersion = 4;
-
-// The version of the UCX library this process runs (ucp_get_version_string), for benchmark reports.
-std::string UcxVersion();
 
 // ---------------------------------------------------------------------------------------------------
 // Data plane

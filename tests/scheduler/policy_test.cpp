@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "kvstream/scheduler.h"
-#include "scheduler/simulator.h"
-#include "scheduler/trace.h"
+#include "bench/simulator.h"
+#include "bench/trace.h"
 
 namespace kvstream {
 namespace {
@@ -220,23 +220,23 @@ class DecodeReportsOnly final : public LevelPolicy {
 
 TEST(KvstreamPolicy, StaysInTimeWhenArrivalsAreReportedOnlyWithDecodes) {
   const FetchManifest m = Manifest(true);
-  auto trace = scheduler::ParseTrace("0 500\n0.2 50\n", "drop");  // fixed-L1 would need 1.5 s
+  auto trace = bench::ParseTrace("0 500\n0.2 50\n", "drop");  // fixed-L1 would need 1.5 s
   ASSERT_TRUE(trace.ok());
-  scheduler::ReceiverCosts costs{{{kLevelFp16, 2e-6}, {1, 5e-5}, {3, 5e-5}, {6, 5e-5}, {kLevelText, 5e-4}}};
+  bench::ReceiverCosts costs{{{kLevelFp16, 2e-6}, {1, 5e-5}, {3, 5e-5}, {6, 5e-5}, {kLevelText, 5e-4}}};
   KvstreamPolicyOptions o;
   o.prior_bandwidth_bps = 5e8;
   o.prior_decode_s_per_token = 5e-5;
   o.prior_recompute_s_per_token = 5e-4;
   auto inner = MakeKvstreamPolicy(o);
   DecodeReportsOnly policy(inner.get());
-  scheduler::SimOptions sim;
+  bench::SimOptions sim;
   sim.costs = &costs;
-  auto out = scheduler::Simulate(*trace, sim, {{0, 1.0, &m, &policy}});
+  auto out = bench::Simulate(*trace, sim, {{0, 1.0, &m, &policy}});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_TRUE((*out)[0].met) << (*out)[0].ready_s;
   EXPECT_GT((*out)[0].quality, 0.8);
   FixedLevelPolicy fixed(1);
-  auto baseline = scheduler::Simulate(*trace, sim, {{0, 1.0, &m, &fixed}});
+  auto baseline = bench::Simulate(*trace, sim, {{0, 1.0, &m, &fixed}});
   ASSERT_TRUE(baseline.ok());
   EXPECT_FALSE((*baseline)[0].met);  // the case is not trivial
 }
@@ -269,12 +269,12 @@ TEST(KvstreamPolicy, SurvivesAFallOfTheLinkByItsDropFactor) {
     for (auto& b : row) b *= 4;
   }
   m.bytes.resize(4);
-  scheduler::ReceiverCosts costs{{{kLevelFp16, 1e-6}, {1, 1e-5}, {3, 1e-5}, {6, 1e-5}}};
-  scheduler::SimOptions sim;
+  bench::ReceiverCosts costs{{{kLevelFp16, 1e-6}, {1, 1e-5}, {3, 1e-5}, {6, 1e-5}}};
+  bench::SimOptions sim;
   sim.costs = &costs;
   int missed_trusting = 0;
   for (double fall_at : {0.05, 0.2, 0.4, 0.6, 0.8}) {
-    auto trace = scheduler::ParseTrace("0 1000\n" + std::to_string(fall_at) + " 250\n", "fall");
+    auto trace = bench::ParseTrace("0 1000\n" + std::to_string(fall_at) + " 250\n", "fall");
     ASSERT_TRUE(trace.ok()) << trace.status().ToString();
     for (double factor : {4.0, 1.0}) {
       KvstreamPolicyOptions o;
@@ -282,7 +282,7 @@ TEST(KvstreamPolicy, SurvivesAFallOfTheLinkByItsDropFactor) {
       o.prior_bandwidth_bps = 1e9;
       o.drop_factor = factor;
       auto p = MakeKvstreamPolicy(o);
-      auto out = scheduler::Simulate(*trace, sim, {{0, 1.0, &m, p.get()}});
+      auto out = bench::Simulate(*trace, sim, {{0, 1.0, &m, p.get()}});
       ASSERT_TRUE(out.ok()) << out.status().ToString();
       if (factor > 1) {
         EXPECT_TRUE((*out)[0].met) << "fall at " << fall_at << ": ready at " << (*out)[0].ready_s;
@@ -296,18 +296,18 @@ TEST(KvstreamPolicy, SurvivesAFallOfTheLinkByItsDropFactor) {
 
 TEST(SharedLinkPolicies, ConcurrentFetchesBothMeetTheirDeadlinesWithSimilarQuality) {
   const FetchManifest m = Manifest(false);
-  auto trace = scheduler::ParseTrace("0 200\n", "200M");
+  auto trace = bench::ParseTrace("0 200\n", "200M");
   ASSERT_TRUE(trace.ok());
-  scheduler::ReceiverCosts costs{{{kLevelFp16, 1e-6}, {1, 1e-5}, {3, 1e-5}, {6, 1e-5}}};
+  bench::ReceiverCosts costs{{{kLevelFp16, 1e-6}, {1, 1e-5}, {3, 1e-5}, {6, 1e-5}}};
   KvstreamPolicyOptions o;
   o.prior_bandwidth_bps = 2e8;
   auto link = std::make_shared<SharedLink>(o);
   auto a = MakeKvstreamPolicy(o, link);
   auto b = MakeKvstreamPolicy(o, link);
-  scheduler::SimOptions sim;
+  bench::SimOptions sim;
   sim.costs = &costs;
   // b starts when a is a quarter through; alone at 200 Mbit/s, either could afford L1 throughout.
-  auto out = scheduler::Simulate(*trace, sim, {{0, 1.0, &m, a.get()}, {0.25, 1.0, &m, b.get()}});
+  auto out = bench::Simulate(*trace, sim, {{0, 1.0, &m, a.get()}, {0.25, 1.0, &m, b.get()}});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_TRUE((*out)[0].met) << (*out)[0].ready_s;
   EXPECT_TRUE((*out)[1].met) << (*out)[1].ready_s;

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cluster/process.h"
+#include "bench/cluster/process.h"
 #include "common/half.h"
 #include "kvstream/kv_dump.h"
 #include "tests/test_files.h"
