@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plots the rate-distortion study (kvstream_rd_study JSON lines) as bits/value against KL and top-1.
 
-usage: bench/plot_rd.py RESULTS.jsonl OUT.png [SCHEME,SCHEME,...]
+usage: lab/plot_rd.py RESULTS.jsonl OUT.png [SCHEME,SCHEME,...]
 Each scheme family (the "scheme" field) is one curve; reference points (int8, cachegen-ref) are markers.
 With a scheme list, only those families are drawn (e.g. the transform-coding study against its baseline).
 """

@@ -1,4 +1,4 @@
-// The rate-distortion study's quantisation schemes (docs/rate-distortion.md): each rewrites a KV cache
+// The rate-distortion study's quantisation schemes (lab/rate-distortion.md): each rewrites a KV cache
 // into its reconstruction and names every symbol it would code, so that the rate is measured honestly
 // without building a codec for each: symbols are costed with per-(K/V, layer, channel[, role]) tables
 // learned on a DIFFERENT calibration cache (the profile a real codec would ship once), plus the scheme's
@@ -122,7 +122,7 @@ struct ChannelUniformOptions {
 };
 std::unique_ptr<RdScheme> MakeChannelUniformScheme(const ChannelUniformOptions& options);
 
-// KVTC-style transform coding (docs/rate-distortion.md, "Transform coding"). Per (K/V, layer): keys
+// KVTC-style transform coding (lab/rate-distortion.md, "Transform coding"). Per (K/V, layer): keys
 // optionally de-rotated (RoPE undone at each row's position, which is its cache index), the calibration
 // mean removed, then projected on an orthonormal basis: the eigenvectors of the calibration covariance
 // (PCA) or the identity (channels). The basis is per model (profile), learned once and shared by every
@@ -165,7 +165,7 @@ struct TransformCodingOptions {
 // `basis` must outlive the scheme.
 std::unique_ptr<RdScheme> MakeTransformCodingScheme(const TransformCodingOptions& options, const KvBasis& basis);
 
-// Cross-layer prediction before transform coding (docs/rate-distortion.md, "Cross-layer prediction").
+// Cross-layer prediction before transform coding (lab/rate-distortion.md, "Cross-layer prediction").
 // Slices are coded in decode order, layer by layer, keys before values. A slice's de-rotated row at
 // position t is first predicted linearly (a per-slice matrix and bias, least squares with a small ridge)
 // from rows already reconstructed at the same position: the previous layer's de-rotated keys and its

@@ -1,5 +1,5 @@
 // kvstream_rd_study: the rate-distortion study behind the codec's quantisation scheme
-// (docs/rate-distortion.md). Prints one JSON object per line per (scheme, parameters): rate in bits per
+// (lab/rate-distortion.md). Prints one JSON object per line per (scheme, parameters): rate in bits per
 // K/V value (calibrated entropy tables + side information) and the quality meter's figures.
 //
 // usage: kvstream_rd_study [--model smollm2] [--text FILE] [--context-tokens 2048] [--eval-tokens 256]
@@ -100,7 +100,7 @@ std::vector<std::string> Split(const std::string& s) {
   return out;
 }
 
-// KVTC-style transform coding (docs/rate-distortion.md, "Transform coding"): each variant's basis is
+// KVTC-style transform coding (lab/rate-distortion.md, "Transform coding"): each variant's basis is
 // learned once on the calibration slice, then the step is swept; the flat channel-uniform scheme at the
 // first alpha is the same-run baseline.
 Status SweepTransform(const Flags& f, const ModelConfig& config, const QualityMeter& meter, const KvCache& cal) {

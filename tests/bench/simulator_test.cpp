@@ -175,7 +175,7 @@ TEST_F(ShippedBench, AllShippedTracesParse) {
 // drop10x's deadlines at a mean quality no worse than the best fixed level that also does, and more of
 // them than the CacheGen rule. (The rule's mean quality is higher here only because, missing every
 // deadline, it falls back to text, which the simulator scores as exact; on the real link, where the
-// decode node cannot recompute, kvstream beats it on both: bench/RESULTS-adapt.md.)
+// decode node cannot recompute, kvstream beats it on both: lab/NOTEBOOK.md, "Adaptive streaming".)
 TEST_F(ShippedBench, KvstreamMeetsTheDrop10xTargetInTheSimulator) {
   const auto kv = Run("drop10x", "kvstream", 8);
   EXPECT_GE(Attainment(kv), 0.95);
