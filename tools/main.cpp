@@ -21,6 +21,8 @@ void PrintUsage() {
       "Other environment variables:\n"
       "  KVSTREAM_MODEL_CACHE    where named models are cached (default ~/.cache/kvstream/models)\n"
       "  KVSTREAM_SHARED_MODELS  folder holding stories260K and TinyStories-656K (default ../shared/models)\n"
+      "  KVSTREAM_BENCH_DATA     folder of the benchmarks' traces/ and plot_adapt.py (default: share/kvstream/bench\n"
+      "                          beside an installed kvstream, else the source tree's bench/ for build/bin/kvstream)\n"
       "  KVSTREAM_DISABLE_AVX2   1: run the portable scalar kernels instead of AVX2 and AVX-512\n"
       "  KVSTREAM_DISABLE_AVX512 1: run the AVX2 kernels on a CPU with AVX-512 (and AVX-512 VNNI)\n"
       "  KVSTREAM_DISABLE_AMX    1: run the AVX-512 kernels on a CPU with AMX (the transform's sums)\n"
