@@ -42,7 +42,7 @@ inline Result<QuantScheme> ParseScheme(const std::string& s) {
   return Status::InvalidArgument("--scheme = " + s + ", expected channel-uniform, cachegen-token, transform or predicted");
 }
 
-// --fine-fraction's default: measured on SmolLM2 (docs/rate-distortion.md, "Fine rows").
+// --fine-fraction's default: measured on SmolLM2 (lab/rate-distortion.md, "Fine rows").
 inline constexpr double kDefaultFineFraction = 0.08;
 
 // --fine-fraction and --fine-level, for EncodeOptions / SenderOptions.

@@ -26,7 +26,7 @@ inline constexpr uint8_t kChunkFlagFineRows = 0x02;
 inline size_t FineRowMapBytes(int64_t tokens) { return static_cast<size_t>((tokens + 7) / 8); }
 
 // Channel-uniform chunks keep the first kSinkPositions positions of a context exact (fp16): attention
-// sinks dominate the quantisation error (docs/rate-distortion.md). A chunk's sink rows are its tokens
+// sinks dominate the quantisation error (lab/rate-distortion.md). A chunk's sink rows are its tokens
 // at positions < kSinkPositions; the header records their count and the decoder requires this value.
 inline constexpr int64_t kSinkPositions = 4;
 inline int64_t SinkRows(int64_t token_begin, int64_t tokens) {

@@ -22,7 +22,7 @@ using codec::ByteWriter;
 namespace {
 
 // Steps relative to the (layer, K/V) base step (the RMS channel std), the same for keys and values,
-// from the rate-distortion study on SmolLM2-135M with sink rows (docs/rate-distortion.md): 0.10 was
+// from the rate-distortion study on SmolLM2-135M with sink rows (lab/rate-distortion.md): 0.10 was
 // the first to reach negligible quality (ppl -0.35 %, top-1 0.992), 0.5 keeps ppl within 1 %.
 constexpr float kDefaultMultipliers[] = {0.10f, 0.15f, 0.25f, 0.35f, 0.5f, 1.0f};
 // CacheGen's released config (keys 32/16, values 32/16 bins) is level 3; others scale it by 2x.
