@@ -36,9 +36,9 @@ ALLOWED = {
     "lab": set(PRODUCT) | {"bench"},
     "tests": set(PRODUCT) | {"bench", "tools", "cuda", "bindings"},
 }
-for room in list(ALLOWED):  # the codec's parts count as the codec for everyone above it
-    if any(r == "codec" for r in ALLOWED[room]) and room not in ("codec/compress", "codec/decompress"):
-        ALLOWED[room] |= {"codec/common", "codec/compress", "codec/decompress"}
+for room, uses in ALLOWED.items():  # the codec's parts count as the codec for every room outside it
+    if "codec" in uses and not room.startswith("codec/"):
+        uses |= {"codec/common", "codec/compress", "codec/decompress"}
 
 # Which room each public header belongs to.
 PUBLIC_HEADERS = {

@@ -62,6 +62,12 @@ class Includes(unittest.TestCase):
         files = dict(BASE, **{"codec/decompress/decoder.cpp": '#include "codec/compress/encoder.h"\n'})
         self.assertEqual(len(check_layers.check_includes(tree(files))), 1)
 
+    def test_the_shared_pieces_include_neither_side(self):
+        for side in ("codec/compress/encoder.h", "codec/decompress/decoder.cpp"):
+            with self.subTest(side=side):
+                files = dict(BASE, **{"codec/common/rans.h": f'#include "{side}"\n'})
+                self.assertEqual(len(check_layers.check_includes(tree(files))), 1)
+
 
 def dot(edges):
     names = sorted({n for e in edges for n in e})
