@@ -42,7 +42,7 @@ for room, uses in ALLOWED.items():  # the codec's parts count as the codec for e
 
 # Which room each public header belongs to.
 PUBLIC_HEADERS = {
-    "status.h": "common", "tensor.h": "common", "rope.h": "common",
+    "status.h": "common", "tensor.h": "common", "rope.h": "common", "text_recomputer.h": "common",
     "codec.h": "codec", "level.h": "codec", "profile.h": "codec", "scheme.h": "codec",
     "model.h": "model", "kv_dump.h": "model", "quality.h": "model",
     "transport.h": "transport", "manifest.h": "transport",

@@ -20,6 +20,7 @@
 #include "bench/cluster/process.h"
 #include "bench/cluster/trace_player.h"
 #include "bench/data_dir.h"
+#include "kvstream/model.h"
 #include "kvstream/stream.h"
 
 namespace kvstream::bench {

@@ -58,7 +58,7 @@ Status ShapedFetches(const TransportBenchOptions& o, std::vector<FetchRow>* rows
   }
   const cluster::NetnsLink& ns = **link;
   const std::string server_address = ns.address(cluster::NetnsLink::kA) + ":17077";
-  const std::string scheme = QuantSchemeName(o.scheme);
+  const std::string scheme = SchemeName(o.scheme);
   std::filesystem::path self_path = o.kvstream;
   if (self_path.empty()) {
     KVSTREAM_ASSIGN_OR_RETURN(self_path, ThisExecutable());

@@ -15,7 +15,7 @@ class KvstreamLevelCodec final : public KvCodec {
       : profile_(std::move(profile)), level_(level), scheme_(scheme), fine_(fine) {}
   std::string method() const override {
     const std::string name =
-        scheme_ == QuantScheme::kChannelUniform ? "kvstream" : std::string("kvstream-") + QuantSchemeName(scheme_);
+        scheme_ == QuantScheme::kChannelUniform ? "kvstream" : std::string("kvstream-") + SchemeName(scheme_);
     return fine_.fraction > 0 ? name + "+fine" : name;
   }
   Level level() const override { return level_; }

@@ -1,6 +1,6 @@
-// The KV dump (kvstream/kv_dump.h, docs/kv-dump-format.md): a ZIP archive of stored .npy members, the
-// layout numpy.savez writes, written and read here without a ZIP or NumPy library. Writing comes first,
-// then reading: the ZIP directory, each member's .npy header, and the members checked against each other.
+// The KV dump (kvstream/kv_dump.h): the schema of docs/kv-dump-format.md over a ZIP archive of stored .npy
+// members (model/zip_archive.h, model/npy.h), the layout numpy.savez writes. Writing comes first, then reading:
+// each member checked on its own, then the members checked against each other.
 #include "kvstream/kv_dump.h"
 
 #include <cerrno>
@@ -10,34 +10,24 @@
 #include <map>
 #include <memory>
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include "common/whole_file.h"
-#include "model/binary_reader.h"
-#include "model/zip_crc32.h"
+#include "model/npy.h"
+#include "model/zip_archive.h"
 
 namespace kvstream {
 namespace {
 
-using model::ByteReader;
-using model::ZipCrc32;
+using model::ExpectArray;
+using model::FileSource;
+using model::IntAt;
+using model::MemorySource;
+using model::NpyArray;
+using model::NpyHeader;
+using model::ReadDirectory;
+using model::ReadNpyMember;
+using model::Source;
+using model::ZipWriter;
 
-constexpr uint32_t kLocalHeaderMagic = 0x04034b50;
-constexpr uint32_t kCentralHeaderMagic = 0x02014b50;
-constexpr uint32_t kEndOfDirectoryMagic = 0x06054b50;
-constexpr size_t kLocalHeaderBytes = 30, kCentralHeaderBytes = 46, kEndOfDirectoryBytes = 22;
-constexpr uint32_t kZip32Limit = 0xFFFFFFFFu;  // a size or offset at this value means "see the ZIP64 fields"
-constexpr int kConfigFields = 8;               // layers, tokens, kv_dim, n_heads, n_kv_heads, head_dim, rope_layout, vocab_size
-
-void Put16(std::vector<uint8_t>& b, uint16_t v) {
-  b.push_back(static_cast<uint8_t>(v));
-  b.push_back(static_cast<uint8_t>(v >> 8));
-}
-void Put32(std::vector<uint8_t>& b, uint32_t v) {
-  Put16(b, static_cast<uint16_t>(v));
-  Put16(b, static_cast<uint16_t>(v >> 16));
-}
+constexpr int kConfigFields = 8;  // layers, tokens, kv_dim, n_heads, n_kv_heads, head_dim, rope_layout, vocab_size
 
 // What makes a model's heads inconsistent (what both the writer and the reader refuse), or "".
 std::string GeometryError(const KvDump& d) {
@@ -57,108 +47,6 @@ std::string GeometryError(const KvDump& d) {
 
 // ---------------------------------------------------------------------------------------------------------
 // Writing
-
-// A .npy header (format version 1.0): magic, version, and the dictionary padded so that the data starts
-// on a multiple of 64 bytes, as numpy writes it.
-std::vector<uint8_t> NpyHeader(const char* descr, const std::vector<int64_t>& shape) {
-  std::string dims;
-  for (int64_t d : shape) dims += std::to_string(d) + ", ";
-  if (shape.size() > 1) dims.erase(dims.size() - 2);  // a 1-tuple keeps its trailing comma: "(3,)"
-  std::string dict = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" + dims + "), }";
-  const size_t unpadded = 10 + dict.size() + 1;
-  dict.append((64 - unpadded % 64) % 64, ' ');
-  dict += '\n';
-  std::vector<uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
-  Put16(out, static_cast<uint16_t>(dict.size()));
-  out.insert(out.end(), dict.begin(), dict.end());
-  return out;
-}
-
-// A ZIP archive of stored (uncompressed) members, streamed to a file.
-class ZipWriter {
- public:
-  ZipWriter(std::FILE* f, std::string path) : f_(f), path_(std::move(path)) {}
-
-  // A member of `header` then `size` bytes at `data`.
-  Status Add(const std::string& name, const std::vector<uint8_t>& header, const void* data, size_t size) {
-    const uint64_t member = header.size() + static_cast<uint64_t>(size);
-    if (offset_ + kLocalHeaderBytes + name.size() + member + 4096 >= kZip32Limit) {
-      return Status::ResourceExhausted(path_ + ": the archive would exceed 4 GiB (ZIP64 is not written); dump fewer tokens");
-    }
-    const auto* bytes = static_cast<const uint8_t*>(data);
-    Entry e{name, ZipCrc32(bytes, size, ZipCrc32(header.data(), header.size())), static_cast<uint32_t>(member),
-            static_cast<uint32_t>(offset_)};
-    std::vector<uint8_t> h;
-    Put32(h, kLocalHeaderMagic);
-    Put16(h, 20);    // version needed: 2.0
-    Put16(h, 0);     // flags
-    Put16(h, 0);     // method: stored
-    Put16(h, 0);     // time
-    Put16(h, 0x21);  // date: 1980-01-01
-    Put32(h, e.crc);
-    Put32(h, e.size);
-    Put32(h, e.size);
-    Put16(h, static_cast<uint16_t>(name.size()));
-    Put16(h, 0);
-    h.insert(h.end(), name.begin(), name.end());
-    KVSTREAM_RETURN_IF_ERROR(Write(h.data(), h.size()));
-    KVSTREAM_RETURN_IF_ERROR(Write(header.data(), header.size()));
-    KVSTREAM_RETURN_IF_ERROR(Write(bytes, size));
-    entries_.push_back(std::move(e));
-    return Status::Ok();
-  }
-
-  // The central directory and its end record.
-  Status Finish() {
-    std::vector<uint8_t> cd;
-    for (const Entry& e : entries_) {
-      Put32(cd, kCentralHeaderMagic);
-      Put16(cd, 20);  // made by: 2.0
-      Put16(cd, 20);  // needed: 2.0
-      Put16(cd, 0);
-      Put16(cd, 0);
-      Put16(cd, 0);
-      Put16(cd, 0x21);
-      Put32(cd, e.crc);
-      Put32(cd, e.size);
-      Put32(cd, e.size);
-      Put16(cd, static_cast<uint16_t>(e.name.size()));
-      Put16(cd, 0);  // extra
-      Put16(cd, 0);  // comment
-      Put16(cd, 0);  // disk
-      Put16(cd, 0);  // internal attributes
-      Put32(cd, 0);  // external attributes
-      Put32(cd, e.offset);
-      cd.insert(cd.end(), e.name.begin(), e.name.end());
-    }
-    std::vector<uint8_t> end;
-    Put32(end, kEndOfDirectoryMagic);
-    Put16(end, 0);
-    Put16(end, 0);
-    Put16(end, static_cast<uint16_t>(entries_.size()));
-    Put16(end, static_cast<uint16_t>(entries_.size()));
-    Put32(end, static_cast<uint32_t>(cd.size()));
-    Put32(end, static_cast<uint32_t>(offset_));
-    Put16(end, 0);
-    KVSTREAM_RETURN_IF_ERROR(Write(cd.data(), cd.size()));
-    return Write(end.data(), end.size());
-  }
-
- private:
-  struct Entry {
-    std::string name;
-    uint32_t crc, size, offset;
-  };
-  Status Write(const uint8_t* data, size_t n) {
-    if (n != 0 && std::fwrite(data, 1, n, f_) != n) return Status::IoError(path_ + ": write failed: " + std::strerror(errno));
-    offset_ += n;
-    return Status::Ok();
-  }
-  std::FILE* f_;
-  std::string path_;
-  uint64_t offset_ = 0;
-  std::vector<Entry> entries_;
-};
 
 Status CheckDumpFields(const KvDump& d) {
   const uint64_t values = static_cast<uint64_t>(d.layers) * static_cast<uint64_t>(d.tokens) * static_cast<uint64_t>(d.kv_dim);
@@ -202,386 +90,6 @@ Status WriteMembers(const KvDump& d, ZipWriter& zip) {
 
 // ---------------------------------------------------------------------------------------------------------
 // Reading
-
-constexpr uint32_t kMaxMembers = 1024;
-constexpr uint64_t kMaxNpyHeaderBytes = 1 << 20;
-constexpr int kMaxDims = 8;
-
-struct Member {
-  uint32_t crc = 0;
-  uint64_t size = 0;
-  uint64_t header_offset = 0;  // of its local header
-};
-
-// Where the archive's bytes are: memory (ParseKvDump) or a file read piece by piece (ReadKvDump), so that
-// each member's data goes straight into its array and reading a dump takes about its size, once.
-class Source {
- public:
-  Source(std::string name, uint64_t size) : name_(std::move(name)), size_(size) {}
-  virtual ~Source() = default;
-  const std::string& name() const { return name_; }
-  uint64_t size() const { return size_; }
-
-  // CorruptData naming `what` unless the n bytes at `offset` lie within the archive.
-  Status CheckRange(uint64_t offset, uint64_t n, const std::string& what) const {
-    if (offset <= size_ && n <= size_ - offset) return Status::Ok();
-    return Status::CorruptData(name_ + ": " + what + ": file truncated: needs " + std::to_string(n) + " bytes at offset " +
-                               std::to_string(offset) + " of " + std::to_string(size_));
-  }
-  // The n bytes at `offset` into dst.
-  Status Read(uint64_t offset, uint64_t n, void* dst, const std::string& what) const {
-    KVSTREAM_RETURN_IF_ERROR(CheckRange(offset, n, what));
-    return n == 0 ? Status::Ok() : ReadRange(offset, n, dst);
-  }
-  Result<std::vector<uint8_t>> Bytes(uint64_t offset, uint64_t n, const std::string& what) const {
-    KVSTREAM_RETURN_IF_ERROR(CheckRange(offset, n, what));
-    std::vector<uint8_t> out(static_cast<size_t>(n));
-    KVSTREAM_RETURN_IF_ERROR(Read(offset, n, out.data(), what));
-    return out;
-  }
-
- private:
-  virtual Status ReadRange(uint64_t offset, uint64_t n, void* dst) const = 0;
-  std::string name_;
-  uint64_t size_;
-};
-
-class MemorySource final : public Source {
- public:
-  MemorySource(const uint8_t* data, size_t size) : Source("kv dump", size), data_(data) {}
-
- private:
-  Status ReadRange(uint64_t offset, uint64_t n, void* dst) const override {
-    std::memcpy(dst, data_ + offset, static_cast<size_t>(n));
-    return Status::Ok();
-  }
-  const uint8_t* data_;
-};
-
-class FileSource final : public Source {
- public:
-  static Result<std::unique_ptr<FileSource>> Open(const std::string& path, uint64_t max_bytes) {
-    KVSTREAM_ASSIGN_OR_RETURN(const uint64_t size, RegularFileSize(path, max_bytes));
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Status::IoError(path + ": " + std::strerror(errno));
-    return std::unique_ptr<FileSource>(new FileSource(path, size, fd));
-  }
-  ~FileSource() override { ::close(fd_); }
-
- private:
-  FileSource(const std::string& path, uint64_t size, int fd) : Source(path, size), fd_(fd) {}
-  Status ReadRange(uint64_t offset, uint64_t n, void* dst) const override {
-    auto* p = static_cast<uint8_t*>(dst);
-    while (n > 0) {
-      const ssize_t got =
-          ::pread(fd_, p, static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 30)), static_cast<off_t>(offset));
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) return Status::IoError(name() + ": " + std::strerror(errno));
-      if (got == 0) return Status::IoError(name() + ": the file ended at " + std::to_string(offset) + " bytes while read");
-      p += got;
-      offset += static_cast<uint64_t>(got);
-      n -= static_cast<uint64_t>(got);
-    }
-    return Status::Ok();
-  }
-  int fd_;
-};
-
-// The archive's members by name, from its central directory (the local headers are read only to find
-// where each member's data starts).
-Result<std::map<std::string, Member>> ReadDirectory(const Source& src) {
-  const uint64_t size = src.size();
-  if (size < kEndOfDirectoryBytes) {
-    return Status::CorruptData(src.name() + ": not a ZIP archive: " + std::to_string(size) + " bytes");
-  }
-  // The end record is the last 22 bytes unless a comment (at most 65535 bytes) follows it.
-  const uint64_t tail_bytes = std::min<uint64_t>(size, kEndOfDirectoryBytes + 0xFFFF), tail_at = size - tail_bytes;
-  KVSTREAM_ASSIGN_OR_RETURN(const std::vector<uint8_t> tail, src.Bytes(tail_at, tail_bytes, "ZIP end record"));
-  size_t end = tail.size() - kEndOfDirectoryBytes;
-  while (true) {
-    uint32_t magic;
-    std::memcpy(&magic, tail.data() + end, 4);
-    if (magic == kEndOfDirectoryMagic) break;
-    if (end == 0) return Status::CorruptData(src.name() + ": not a ZIP archive (no end-of-central-directory record)");
-    --end;
-  }
-  ByteReader in(tail.data(), tail.size(), src.name());
-  KVSTREAM_RETURN_IF_ERROR(in.Seek(end + 4, "ZIP end record"));
-  KVSTREAM_ASSIGN_OR_RETURN(uint16_t disk, in.Read<uint16_t>("ZIP end record: disk"));
-  KVSTREAM_ASSIGN_OR_RETURN(uint16_t directory_disk, in.Read<uint16_t>("ZIP end record: directory disk"));
-  KVSTREAM_ASSIGN_OR_RETURN(uint16_t disk_entries, in.Read<uint16_t>("ZIP end record: entries"));
-  KVSTREAM_ASSIGN_OR_RETURN(uint16_t entries, in.Read<uint16_t>("ZIP end record: entries"));
-  KVSTREAM_ASSIGN_OR_RETURN(uint32_t directory_size, in.Read<uint32_t>("ZIP end record: directory size"));
-  KVSTREAM_ASSIGN_OR_RETURN(uint32_t directory_offset, in.Read<uint32_t>("ZIP end record: directory offset"));
-  if (disk != 0 || directory_disk != 0 || disk_entries != entries) {
-    return Status::Unsupported(src.name() + ": a multi-disk ZIP archive");
-  }
-  if (entries == 0xFFFF || directory_size == kZip32Limit || directory_offset == kZip32Limit) {
-    return Status::Unsupported(src.name() + ": a ZIP64 archive (over 4 GiB or 65535 members); kv dumps are read up to 4 GiB");
-  }
-  if (entries > kMaxMembers) {
-    return in.Error("ZIP end record", std::to_string(entries) + " members, at most " + std::to_string(kMaxMembers));
-  }
-  if (static_cast<uint64_t>(directory_offset) + directory_size > tail_at + end) {
-    return in.Error("ZIP end record", "central directory [" + std::to_string(directory_offset) + ", +" +
-                                          std::to_string(directory_size) + ") runs past its end record at " +
-                                          std::to_string(tail_at + end));
-  }
-
-  KVSTREAM_ASSIGN_OR_RETURN(const std::vector<uint8_t> directory,
-                            src.Bytes(directory_offset, directory_size, "ZIP central directory"));
-  ByteReader cd(directory.data(), directory.size(), src.name());
-  std::map<std::string, Member> members;
-  for (uint32_t i = 0; i < entries; ++i) {
-    KVSTREAM_ASSIGN_OR_RETURN(const uint8_t* h, cd.Take(kCentralHeaderBytes, "ZIP central directory entry"));
-    const auto u16 = [h](int at) { return static_cast<uint16_t>(h[at] | h[at + 1] << 8); };
-    const auto u32 = [h](int at) {
-      return static_cast<uint32_t>(h[at] | h[at + 1] << 8 | h[at + 2] << 16 | uint32_t{h[at + 3]} << 24);
-    };
-    if (u32(0) != kCentralHeaderMagic) {
-      return cd.Error("ZIP central directory", "entry " + std::to_string(i) + " has a bad signature");
-    }
-    KVSTREAM_ASSIGN_OR_RETURN(std::string name, cd.ReadString(u16(28), "ZIP member name"));
-    KVSTREAM_RETURN_IF_ERROR(cd.Take(static_cast<uint64_t>(u16(30)) + u16(32), "ZIP member extra field and comment").status());
-    const uint16_t flags = u16(8), method = u16(10);
-    if (flags & 1) return Status::Unsupported(src.name() + ": member " + name + " is encrypted");
-    if (method != 0) {
-      return Status::Unsupported(src.name() + ": member " + name + " is compressed (method " + std::to_string(method) +
-                                 "; numpy.savez_compressed writes such archives): write the dump with numpy.savez");
-    }
-    const uint32_t compressed = u32(20), uncompressed = u32(24);
-    if (compressed == kZip32Limit || uncompressed == kZip32Limit || u32(42) == kZip32Limit) {
-      return Status::Unsupported(src.name() + ": member " + name + " has ZIP64 sizes; kv dumps are read up to 4 GiB");
-    }
-    if (compressed != uncompressed) {
-      return cd.Error("member " + name,
-                      "stored with " + std::to_string(compressed) + " bytes for " + std::to_string(uncompressed));
-    }
-    if (!members.emplace(name, Member{u32(16), uncompressed, u32(42)}).second) {
-      return cd.Error("ZIP central directory", "member " + name + " appears twice");
-    }
-  }
-  return members;
-}
-
-// Where a member's data starts, after its local header (checked against the directory).
-Result<uint64_t> MemberDataOffset(const Source& src, const std::string& name, const Member& m) {
-  KVSTREAM_ASSIGN_OR_RETURN(const std::vector<uint8_t> h,
-                            src.Bytes(m.header_offset, kLocalHeaderBytes, "member " + name + ": local header"));
-  uint32_t magic;
-  std::memcpy(&magic, h.data(), 4);
-  if (magic != kLocalHeaderMagic) return Status::CorruptData(src.name() + ": member " + name + ": bad local header signature");
-  const uint16_t name_bytes = static_cast<uint16_t>(h[26] | h[27] << 8),
-                 extra_bytes = static_cast<uint16_t>(h[28] | h[29] << 8);
-  const uint64_t name_at = m.header_offset + kLocalHeaderBytes;
-  KVSTREAM_ASSIGN_OR_RETURN(const std::vector<uint8_t> local_name,
-                            src.Bytes(name_at, name_bytes, "member " + name + ": local name"));
-  if (std::string(local_name.begin(), local_name.end()) != name) {
-    return Status::CorruptData(src.name() + ": member " + name + ": its local header names it '" +
-                               std::string(local_name.begin(), local_name.end()) + "'");
-  }
-  const uint64_t data_at = name_at + name_bytes + extra_bytes;
-  KVSTREAM_RETURN_IF_ERROR(src.CheckRange(data_at, m.size, "member " + name + ": data"));
-  return data_at;
-}
-
-// A cursor over a .npy header's dictionary, a Python literal such as
-// {'descr': '<f4', 'fortran_order': False, 'shape': (30, 2048, 192), }
-class DictCursor {
- public:
-  DictCursor(const std::string& text, std::string member) : text_(text), member_(std::move(member)) {}
-
-  Status Error(const std::string& what) const {
-    return Status::CorruptData(member_ + ": .npy header: " + what + " at character " + std::to_string(at_) + " of '" + text_ +
-                               "'");
-  }
-  void SkipSpaces() {
-    while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\t' || text_[at_] == '\n')) ++at_;
-  }
-  bool Accept(char c) {
-    SkipSpaces();
-    if (at_ < text_.size() && text_[at_] == c) {
-      ++at_;
-      return true;
-    }
-    return false;
-  }
-  Status Expect(char c) { return Accept(c) ? Status::Ok() : Error(std::string("expected '") + c + "'"); }
-  Result<std::string> String() {
-    SkipSpaces();
-    if (at_ >= text_.size() || (text_[at_] != '\'' && text_[at_] != '"')) return Error("expected a string");
-    const char quote = text_[at_++];
-    const size_t close = text_.find(quote, at_);
-    if (close == std::string::npos) return Error("unterminated string");
-    std::string s = text_.substr(at_, close - at_);
-    at_ = close + 1;
-    return s;
-  }
-  Result<bool> Boolean() {
-    SkipSpaces();
-    for (const bool value : {true, false}) {
-      const std::string word = value ? "True" : "False";
-      if (text_.compare(at_, word.size(), word) == 0) {
-        at_ += word.size();
-        return value;
-      }
-    }
-    return Error("expected True or False");
-  }
-  // A tuple of non-negative integers: (), (3,) or (2, 3).
-  Result<std::vector<int64_t>> Shape() {
-    KVSTREAM_RETURN_IF_ERROR(Expect('('));
-    std::vector<int64_t> dims;
-    while (!Accept(')')) {
-      SkipSpaces();
-      int64_t d = 0;
-      size_t digits = 0;
-      while (at_ < text_.size() && text_[at_] >= '0' && text_[at_] <= '9') {
-        if (++digits > 15) return Error("a dimension beyond 10^15");
-        d = d * 10 + (text_[at_++] - '0');
-      }
-      if (digits == 0) return Error("expected a dimension");
-      if (at_ < text_.size() && text_[at_] == 'L') ++at_;  // Python 2's long literal
-      if (dims.size() == kMaxDims) return Error("more than " + std::to_string(kMaxDims) + " dimensions");
-      dims.push_back(d);
-      if (!Accept(',')) {
-        KVSTREAM_RETURN_IF_ERROR(Expect(')'));
-        break;
-      }
-    }
-    return dims;
-  }
-  bool AtEnd() {
-    SkipSpaces();
-    return at_ == text_.size();
-  }
-
- private:
-  const std::string& text_;
-  std::string member_;
-  size_t at_ = 0;
-};
-
-struct NpyArray {
-  std::string descr;
-  std::vector<int64_t> shape;
-  const uint8_t* data = nullptr;
-  uint64_t numel = 0;
-};
-
-size_t ItemSize(const std::string& descr) {
-  if (descr == "<f2") return 2;
-  if (descr == "<f4" || descr == "<i4") return 4;
-  if (descr == "<f8" || descr == "<i8") return 8;
-  return 0;
-}
-
-// A member holding a .npy file (format version 1, 2 or 3): its header parsed, its data (exactly what the
-// shape needs) read into *data, and the member checked against its CRC-32.
-Result<NpyArray> ReadNpyMember(const Source& src, const std::string& member, const Member& m, std::vector<uint8_t>* data) {
-  KVSTREAM_ASSIGN_OR_RETURN(const uint64_t at, MemberDataOffset(src, member, m));
-  // The fixed prefix: magic, version, and the header's length (2 bytes in version 1, 4 after).
-  KVSTREAM_ASSIGN_OR_RETURN(const std::vector<uint8_t> prefix, src.Bytes(at, std::min<uint64_t>(m.size, 12), member));
-  ByteReader in(prefix.data(), prefix.size(), member);
-  KVSTREAM_ASSIGN_OR_RETURN(std::string magic, in.ReadString(6, ".npy magic"));
-  if (magic != "\x93NUMPY") return in.Error(".npy magic", "not a .npy file");
-  KVSTREAM_ASSIGN_OR_RETURN(uint8_t major, in.Read<uint8_t>(".npy version"));
-  KVSTREAM_RETURN_IF_ERROR(in.Read<uint8_t>(".npy version").status());
-  if (major < 1 || major > 3) return Status::Unsupported(member + ": .npy format version " + std::to_string(major));
-  uint64_t header_bytes = 0;
-  if (major == 1) {
-    KVSTREAM_ASSIGN_OR_RETURN(header_bytes, in.Read<uint16_t>(".npy header length"));
-  } else {
-    KVSTREAM_ASSIGN_OR_RETURN(header_bytes, in.Read<uint32_t>(".npy header length"));
-  }
-  if (header_bytes > kMaxNpyHeaderBytes) return in.Error(".npy header", std::to_string(header_bytes) + " bytes, at most 1 MiB");
-  const uint64_t head = in.offset() + header_bytes;
-  if (head > m.size) {
-    return in.Error(".npy header", std::to_string(header_bytes) + " bytes, the member holds " +
-                                       std::to_string(m.size - in.offset()) + " after its prefix");
-  }
-  KVSTREAM_ASSIGN_OR_RETURN(const std::vector<uint8_t> head_bytes, src.Bytes(at, head, member + ": .npy header"));
-  const std::string text(head_bytes.begin() + static_cast<std::ptrdiff_t>(in.offset()), head_bytes.end());
-  DictCursor dict(text, member);
-  NpyArray a;
-  bool fortran_order = false, has_descr = false, has_order = false, has_shape = false;
-  KVSTREAM_RETURN_IF_ERROR(dict.Expect('{'));
-  while (!dict.Accept('}')) {
-    KVSTREAM_ASSIGN_OR_RETURN(std::string key, dict.String());
-    KVSTREAM_RETURN_IF_ERROR(dict.Expect(':'));
-    if (key == "descr" && !has_descr) {
-      KVSTREAM_ASSIGN_OR_RETURN(a.descr, dict.String());
-      has_descr = true;
-    } else if (key == "fortran_order" && !has_order) {
-      KVSTREAM_ASSIGN_OR_RETURN(fortran_order, dict.Boolean());
-      has_order = true;
-    } else if (key == "shape" && !has_shape) {
-      KVSTREAM_ASSIGN_OR_RETURN(a.shape, dict.Shape());
-      has_shape = true;
-    } else {
-      return dict.Error("unexpected or repeated key '" + key + "'");
-    }
-    if (!dict.Accept(',')) {
-      KVSTREAM_RETURN_IF_ERROR(dict.Expect('}'));
-      break;
-    }
-  }
-  if (!dict.AtEnd()) return dict.Error("trailing characters");
-  if (!has_descr || !has_order || !has_shape) return dict.Error("needs the keys descr, fortran_order and shape");
-  const size_t item = ItemSize(a.descr);
-  if (item == 0) return Status::Unsupported(member + ": dtype '" + a.descr + "' (kv dumps hold <f4, <f2, <f8, <i4 or <i8)");
-  const uint64_t data_bytes = m.size - head;
-  a.numel = 1;
-  for (int64_t d : a.shape) {
-    // Every dimension is below 10^15, and the product never exceeds the bytes there are.
-    if (d != 0 && a.numel > data_bytes / static_cast<uint64_t>(d)) {
-      return in.Error(".npy data", "shape needs more values than the " + std::to_string(data_bytes) + " data bytes hold");
-    }
-    a.numel *= static_cast<uint64_t>(d);
-  }
-  if (a.numel * item != data_bytes) {
-    return in.Error(".npy data", std::to_string(data_bytes) + " bytes, the shape of " + a.descr + " needs " +
-                                     std::to_string(a.numel * item));
-  }
-  if (fortran_order && a.shape.size() > 1) return Status::Unsupported(member + ": Fortran (column-major) order; write C order");
-  data->resize(static_cast<size_t>(data_bytes));
-  KVSTREAM_RETURN_IF_ERROR(src.Read(at + head, data_bytes, data->data(), member + ": .npy data"));
-  if (ZipCrc32(data->data(), data->size(), ZipCrc32(head_bytes.data(), head_bytes.size())) != m.crc) {
-    return Status::CorruptData(member + ": CRC-32 mismatch: the file is corrupt");
-  }
-  a.data = data->data();
-  return a;
-}
-
-int64_t IntAt(const NpyArray& a, uint64_t i) {
-  if (a.descr == "<i4") {
-    int32_t v;
-    std::memcpy(&v, a.data + 4 * i, 4);
-    return v;
-  }
-  int64_t v;
-  std::memcpy(&v, a.data + 8 * i, 8);
-  return v;
-}
-
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + (shape.size() == 1 ? ",)" : ")");
-}
-
-Status ExpectArray(const NpyArray& a, const std::string& member, std::initializer_list<const char*> descrs,
-                   const std::vector<int64_t>& shape) {
-  bool known = false;
-  std::string names;
-  for (const char* d : descrs) {
-    known |= a.descr == d;
-    names += std::string(names.empty() ? "" : " or ") + d;
-  }
-  if (!known) return Status::Unsupported(member + ": dtype " + a.descr + ", expected " + names);
-  if (a.shape != shape) return Status::CorruptData(member + ": shape " + ShapeText(a.shape) + ", expected " + ShapeText(shape));
-  return Status::Ok();
-}
 
 // config.npy's fields into `d`, each within what a model can have.
 Status ReadConfig(const NpyArray& config, KvDump* d) {
@@ -697,25 +205,6 @@ Result<KvDump> Parse(const Source& src) {
 
 }  // namespace
 
-namespace model {
-
-uint32_t ZipCrc32(const uint8_t* data, size_t n, uint32_t crc) {
-  static const auto table = [] {
-    std::vector<uint32_t> t(256);
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  crc = ~crc;
-  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
-  return ~crc;
-}
-
-}  // namespace model
-
 TensorView KvDump::keys_view() const {
   return TensorView::Dense(const_cast<uint8_t*>(keys.data()), dtype, layers, tokens, kv_dim);
 }
@@ -723,7 +212,7 @@ TensorView KvDump::values_view() const {
   return TensorView::Dense(const_cast<uint8_t*>(values.data()), dtype, layers, tokens, kv_dim);
 }
 
-Result<KvDump> ParseKvDump(const uint8_t* data, size_t size) { return Parse(MemorySource(data, size)); }
+Result<KvDump> ParseKvDump(const uint8_t* data, size_t size) { return Parse(MemorySource("kv dump", data, size)); }
 
 Result<KvDump> ReadKvDump(const std::string& path, uint64_t max_bytes) {
   KVSTREAM_ASSIGN_OR_RETURN(const std::unique_ptr<FileSource> file, FileSource::Open(path, max_bytes));

@@ -21,10 +21,6 @@ void MedianWindow::Add(double sample) {
   if (static_cast<int>(samples_.size()) > window_) samples_.erase(samples_.begin());
 }
 
-void MedianWindow::ResetPrior(double prior) {
-  if (!measured_) samples_.assign(1, prior);
-}
-
 DecodeCostEstimator::DecodeCostEstimator(double prior_kv_s_per_token, double prior_text_s_per_token)
     : prior_kv_(prior_kv_s_per_token), prior_text_(prior_text_s_per_token) {}
 

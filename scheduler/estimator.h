@@ -19,7 +19,6 @@ class MedianWindow {
   MedianWindow(int window, double prior);
   void Add(double sample);
   double Estimate() const { return LowerMedian(samples_); }
-  void ResetPrior(double prior);  // only while nothing was measured
   bool measured() const { return measured_; }
 
  private:

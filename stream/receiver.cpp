@@ -218,46 +218,15 @@ class DecodePool {
     return Recompute(data, size, begin, tokens);
   }
 
-  // Text: prefill the chunk's tokens on top of the KV of every earlier chunk (already in the destination).
+  // Text: the recomputer prefills the chunk's tokens on top of every earlier chunk's KV (a text chunk is
+  // ready only once they are all in the destination).
   Status Recompute(const uint8_t* data, size_t size, int64_t begin, int64_t tokens) {
-    const Model* model = options_.model;
-    if (model == nullptr) {
-      return Status::InvalidArgument("level text needs a model to recompute the KV (ReceiverOptions::model); none was given");
-    }
-    const ModelConfig& config = model->config();
-    if (config.n_layers != reply_.layers || config.kv_dim() != reply_.channels) {
-      return Status::InvalidArgument("level text: the receiver's model has " + std::to_string(config.n_layers) + " layers x " +
-                                     std::to_string(config.kv_dim()) + " channels, the context " +
-                                     std::to_string(reply_.layers) + " x " + std::to_string(reply_.channels));
+    if (!options_.text_recomputer) {
+      return Status::InvalidArgument(
+          "level text needs a TextRecomputer to recompute the KV (ReceiverOptions::text_recomputer); none was given");
     }
     KVSTREAM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, stream::DecodeTextChunk(data, size, tokens));
-    if (!cache_) cache_ = KvCache::Allocate(config, reply_.manifest.total_tokens);
-    KvCache& cache = *cache_;
-    const int64_t kv_dim = cache.kv_dim;
-    for (int64_t l = 0; l < cache.layers; ++l) {
-      for (int64_t t = copied_; t < begin; ++t) {
-        float* k = cache.k.data() + (l * cache.capacity + t) * kv_dim;
-        float* v = cache.v.data() + (l * cache.capacity + t) * kv_dim;
-        for (int64_t c = 0; c < kv_dim; ++c) {
-          k[c] = LoadAsFloat(keys_, l, t, c);
-          v[c] = LoadAsFloat(values_, l, t, c);
-        }
-      }
-    }
-    cache.tokens = static_cast<int>(begin);
-    KVSTREAM_RETURN_IF_ERROR(model->Forward(std::vector<int>(ids.begin(), ids.end()), cache, nullptr));
-    for (int64_t l = 0; l < cache.layers; ++l) {
-      for (int64_t t = begin; t < begin + tokens; ++t) {
-        const float* k = cache.k.data() + (l * cache.capacity + t) * kv_dim;
-        const float* v = cache.v.data() + (l * cache.capacity + t) * kv_dim;
-        for (int64_t c = 0; c < kv_dim; ++c) {
-          StoreFromFloat(keys_, l, t, c, k[c]);
-          StoreFromFloat(values_, l, t, c, v[c]);
-        }
-      }
-    }
-    copied_ = begin + tokens;
-    return Status::Ok();
+    return options_.text_recomputer->Recompute(ids, begin, keys_, values_);
   }
 
   const ManifestReply& reply_;
@@ -273,10 +242,6 @@ class DecodePool {
   int prefix_ = 0;
   bool stop_ = false;
   std::vector<std::thread> threads_;
-  // Text recompute state; touched only by the thread running a text chunk, and text chunks run one at a
-  // time (each waits for every earlier chunk).
-  std::optional<KvCache> cache_;
-  int64_t copied_ = 0;
 };
 
 Status CheckManifest(const ManifestReply& reply, const TensorView& keys, const TensorView& values) {
@@ -354,9 +319,6 @@ Result<std::unique_ptr<Receiver>> Receiver::Connect(const std::string& host, int
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   if (impl->options.profile) impl->options.control.profile_hash = impl->options.profile->hash();
-  if (impl->options.model && impl->options.control.model_hash == 0) {
-    impl->options.control.model_hash = ModelHash(impl->options.model->config());
-  }
   impl->plane = impl->options.data_plane;
   if (!impl->plane) {
     KVSTREAM_ASSIGN_OR_RETURN(impl->plane, DataPlane::Create(impl->options.data));

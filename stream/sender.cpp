@@ -20,6 +20,7 @@
 #include "kvstream/stream.h"
 #include "stream/chunk_cache.h"
 #include "stream/chunk_coding.h"
+#include "stream/testing/fault_injection.h"
 
 namespace kvstream {
 
@@ -80,6 +81,9 @@ struct Sender::Impl {
   std::vector<std::thread> encoders;
 
   std::atomic<uint64_t> chunks_sent{0}, bytes_sent{0}, encodes{0};
+
+  std::mutex fault_mu;
+  testing::FaultHook fault_hook;  // SenderTestPeer's; empty outside the fault tests
 
   explicit Impl(SenderOptions o) : options(std::move(o)), cache(options.cache_bytes) {}
 
@@ -207,12 +211,16 @@ struct Sender::Impl {
   }
 
   void Send(const std::shared_ptr<Session>& session, const ChunkRequest& req, std::shared_ptr<const EncodedChunk> chunk) {
-    const FaultAction fault = options.fault_hook ? options.fault_hook(req) : FaultAction::kNone;
-    if (fault == FaultAction::kDrop) {
+    testing::FaultAction fault = testing::FaultAction::kNone;
+    {
+      std::lock_guard lock(fault_mu);
+      if (fault_hook) fault = fault_hook(req);
+    }
+    if (fault == testing::FaultAction::kDrop) {
       session->inflight.fetch_sub(1);
       return;
     }
-    if (fault == FaultAction::kCorrupt && !chunk->bytes.empty()) {
+    if (fault == testing::FaultAction::kCorrupt && !chunk->bytes.empty()) {
       auto copy = std::make_shared<EncodedChunk>(*chunk);
       copy->bytes[copy->bytes.size() / 2] ^= 0x5a;  // after the CRC was stamped: the receiver must notice
       chunk = std::move(copy);
@@ -262,11 +270,8 @@ Result<std::unique_ptr<Sender>> Sender::Start(SenderOptions options) {
   if (options.encode_threads <= 0 || options.max_inflight_per_connection <= 0 || options.max_connections <= 0) {
     return Status::InvalidArgument("sender: encode_threads, max_inflight_per_connection and max_connections must be positive");
   }
-  if (options.scheme == QuantScheme::kCacheGenToken) {
-    return Status::InvalidArgument("sender: scheme cachegen-token is for benchmarks only; use channel-uniform, transform or predicted");
-  }
   if (options.scheme != QuantScheme::kChannelUniform && (!options.profile || !options.profile->Supports(options.scheme))) {
-    return Status::InvalidArgument(std::string("sender: scheme ") + QuantSchemeName(options.scheme) +
+    return Status::InvalidArgument(std::string("sender: scheme ") + SchemeName(options.scheme) +
                                    " needs a profile learned with it (kvstream profile --transform" +
                                    (options.scheme == QuantScheme::kPredicted ? " --predict)" : ")"));
   }
@@ -282,6 +287,13 @@ Result<std::unique_ptr<Sender>> Sender::Start(SenderOptions options) {
   KVSTREAM_ASSIGN_OR_RETURN(d->server, ControlServer::Listen(d->options.listen_host, d->options.listen_port, d->options.control,
                                                               d->plane->address(),
                                                               [d](std::shared_ptr<ControlConnection> c) { d->OnAccept(std::move(c)); }));
+  return sender;
+}
+
+Result<std::unique_ptr<Sender>> SenderTestPeer::StartWithFaults(SenderOptions options, testing::FaultHook hook) {
+  KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Sender> sender, Sender::Start(std::move(options)));
+  std::lock_guard lock(sender->impl_->fault_mu);
+  sender->impl_->fault_hook = std::move(hook);
   return sender;
 }
 

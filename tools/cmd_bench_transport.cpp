@@ -45,7 +45,7 @@ Result<bench::TransportBenchOptions> ParseOptions(const Args& args) {
     }
   }
   o.profile = args.GetString("profile", o.profile);
-  KVSTREAM_ASSIGN_OR_RETURN(o.scheme, ParseScheme(args.GetString("scheme", "channel-uniform")));
+  KVSTREAM_ASSIGN_OR_RETURN(o.scheme, ParseQuantScheme(args.GetString("scheme", "channel-uniform")));
   KVSTREAM_RETURN_IF_ERROR(ParseFineRows(args, &o.fine_fraction, &o.fine_level));
   KVSTREAM_ASSIGN_OR_RETURN(o.decode_threads, args.GetInt("decode-threads", o.decode_threads));
   KVSTREAM_RETURN_IF_ERROR(bench::CheckTransportBenchOptions(o));

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "common/whole_file.h"
 #include "kvstream/codec.h"
 #include "tools/codec_files.h"
 #include "tools/command.h"

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "kvstream/quality.h"
 #include "kvstream/scheduler.h"
+#include "tools/codec_files.h"
 #include "tools/model_args.h"
 #include "tools/stream_cli.h"
 
@@ -62,7 +64,8 @@ Status RunDemo(const Args& args) {
 
   // Decode node.
   ReceiverOptions ro;
-  ro.model = model.get();
+  ro.control.model_hash = so.control.model_hash;
+  ro.text_recomputer = MakeTextRecomputer(*model);
   ro.profile = so.profile;
   ro.decode_threads = static_cast<int>(decode_threads);
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Receiver> receiver, Receiver::Connect("127.0.0.1", sender->port(), ro));
@@ -76,7 +79,7 @@ Status RunDemo(const Args& args) {
   for (const LevelInfo& l : manifest.manifest.levels) {
     if (l.level == kLevelText) continue;
     const std::string lossy =
-        so.scheme == QuantScheme::kChannelUniform ? "kvstream-" : std::string("kvstream-") + QuantSchemeName(so.scheme) + "-";
+        so.scheme == QuantScheme::kChannelUniform ? "kvstream-" : std::string("kvstream-") + SchemeName(so.scheme) + "-";
     const std::string name = l.level == kLevelFp16 ? "fp16" : l.level == kLevelInt8 ? "int8" : lossy + LevelName(l.level);
     methods.push_back({name, std::make_unique<FixedLevelPolicy>(l.level)});
   }

@@ -1,5 +1,6 @@
 // `kvstream encode`: prefills a text with a model (or reads a KV dump) and writes its KV cache as codec
 // chunks.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -35,7 +36,7 @@ Status RunEncode(const Args& args) {
     return Status::InvalidArgument("--level = " + args.GetString("level") + ", expected 1..15, fp16, int8 or text");
   }
   KVSTREAM_ASSIGN_OR_RETURN(DType dtype, ParseDType(args.GetString("dtype", "f16")));
-  KVSTREAM_ASSIGN_OR_RETURN(QuantScheme scheme, ParseScheme(args.GetString("scheme", "channel-uniform")));
+  KVSTREAM_ASSIGN_OR_RETURN(QuantScheme scheme, ParseQuantScheme(args.GetString("scheme", "channel-uniform")));
   double fine_fraction = 0;
   Level fine_level = 0;
   KVSTREAM_RETURN_IF_ERROR(ParseFineRows(args, &fine_fraction, &fine_level));
@@ -121,7 +122,7 @@ Status RunEncode(const Args& args) {
   std::printf("%s %s, %lld tokens, %lld layers x %lld channels, level %s, scheme %s, tables %s\n", dump ? "dump" : "model",
               dump ? dump_paths.front().c_str() : config.name.c_str(), static_cast<long long>(tokens),
               static_cast<long long>(L), static_cast<long long>(C),
-              LevelName(level).c_str(), QuantSchemeName(scheme), profile ? HashHex(profile->hash()).c_str() : "in-chunk");
+              LevelName(level).c_str(), SchemeName(scheme), profile ? HashHex(profile->hash()).c_str() : "in-chunk");
   for (int64_t t0 = 0, i = 0; t0 < tokens; t0 += chunk_tokens, ++i) {
     const int64_t n = std::min(chunk_tokens, tokens - t0);
     ChunkInput in;
@@ -186,8 +187,7 @@ KVSTREAM_REGISTER_COMMAND(encode, {
     "  --scheme S         lossy quantiser: channel-uniform (default), transform (PCA of de-rotated keys and\n"
     "                     of values; needs a profile made with --transform), predicted (the transform on the\n"
     "                     residual of a prediction from the previous layer; needs a profile made with\n"
-    "                     --predict) or cachegen-token (CacheGen's released per-token scheme, always with\n"
-    "                     in-chunk tables)\n" +
+    "                     --predict)\n" +
         FineRowsHelp(21) +
     "  --dtype D          dtype the KV is handed over in: f16 (default), bf16 or f32\n"
     "  --codec-threads N  threads encoding a chunk's segments (default 1)\n"

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "kvstream/quality.h"
+#include "measure/kv_methods.h"
 #include "tools/codec_files.h"
 #include "measure/codec_quality.h"
 #include "tools/model_args.h"
@@ -41,7 +43,7 @@ Status RunEval(const Args& args) {
     KVSTREAM_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(args.GetString("profile")));
     codec.profile = std::make_shared<const Profile>(std::move(profile));
   }
-  KVSTREAM_ASSIGN_OR_RETURN(codec.scheme, ParseScheme(args.GetString("scheme", "channel-uniform")));
+  KVSTREAM_ASSIGN_OR_RETURN(codec.scheme, ParseQuantScheme(args.GetString("scheme", "channel-uniform")));
   if (codec.scheme != QuantScheme::kChannelUniform && !codec.profile) {
     return Status::InvalidArgument("--scheme " + args.GetString("scheme") + " needs a --profile that serves it");
   }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "kvstream/quality.h"
 #include "kvstream/scheduler.h"
 #include "tools/codec_files.h"
 #include "tools/kv_dump_args.h"
@@ -52,7 +53,10 @@ Status RunFetch(const Args& args) {
   ReceiverOptions options;
   options.max_inflight_chunks = static_cast<int>(inflight);
   options.decode_threads = static_cast<int>(decode_threads);
-  options.model = model.get();
+  if (model) {
+    options.control.model_hash = ModelHash(model->config());
+    options.text_recomputer = MakeTextRecomputer(*model);
+  }
   if (args.Has("secret-file")) {
     KVSTREAM_ASSIGN_OR_RETURN(options.control.secret, ReadSecretFile(args.GetString("secret-file")));
   }

@@ -5,8 +5,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "codec/common/container_format.h"
-#include "codec/common/profile_data.h"
+#include "common/whole_file.h"
 #include "kvstream/codec.h"
 #include "kvstream/kv_dump.h"
 #include "tools/codec_files.h"
@@ -24,16 +23,11 @@ std::string Num(double v, const char* fmt) {
 
 
 // A scheme's levels: the share of components kept (over every layer and K/V) and the measured quality.
-template <typename KeptOf>
-void PrintKeptComponents(const Profile& p, const std::vector<LevelQuality>& quality, KeptOf kept_of) {
+void PrintKeptComponents(const ProfileSummary::Components& components, const std::vector<LevelQuality>& quality) {
   std::printf("  level  kept-components  top1    ppl%%    kl       bits\n");
-  for (size_t i = 0; i < quality.size(); ++i) {
-    const std::vector<uint32_t>& counts = kept_of(i);
-    uint64_t kept = 0;
-    for (uint32_t k : counts) kept += k;
+  for (size_t i = 0; i < quality.size() && i < components.kept_share.size(); ++i) {
     const LevelQuality& q = quality[i];
-    std::printf("  L%-5zu %-16.3f %-7s %-7s %-8s %s\n", i + 1,
-                static_cast<double>(kept) / (static_cast<double>(counts.size()) * p.channels()),
+    std::printf("  L%-5zu %-16.3f %-7s %-7s %-8s %s\n", i + 1, components.kept_share[i],
                 Num(q.top1_agreement, "%.4f").c_str(), Num(q.ppl_delta_pct, "%+.2f").c_str(), Num(q.kl_mean, "%.5f").c_str(),
                 Num(q.bits_per_value, "%.3f").c_str());
   }
@@ -43,36 +37,34 @@ Status InspectProfileFile(const std::string& path) {
   KVSTREAM_ASSIGN_OR_RETURN(Profile p, LoadProfileFile(path));
   std::printf("%s: kvstream profile\n  model      %s\n  hash       %s\n  bytes      %zu\n  shape      %d layers x %d channels\n",
               path.c_str(), p.model().c_str(), HashHex(p.hash()).c_str(), p.bytes().size(), p.layers(), p.channels());
-  std::printf("  level  key-step  value-step  fine-layers(K,V)  cachegen-bins(K fine/other, V fine/other)  top1    ppl%%    kl       bits\n");
+  std::printf("  level  key-step  value-step  top1    ppl%%    kl       bits\n");
   for (size_t i = 0; i < p.ladder().size(); ++i) {
     const LevelSpec& s = p.ladder()[i];
     const LevelQuality& q = p.quality()[i];
-    std::printf("  L%-5d %-9.3g %-11.3g %3d,%-13d %3d/%-3d %3d/%-27d %-7s %-7s %-8s %s\n", s.level, s.step_multiplier[0],
-                s.step_multiplier[1], s.fine_layers[0], s.fine_layers[1], s.cachegen_bins[0][0], s.cachegen_bins[0][1],
-                s.cachegen_bins[1][0], s.cachegen_bins[1][1], Num(q.top1_agreement, "%.4f").c_str(),
+    std::printf("  L%-5d %-9.3g %-11.3g %-7s %-7s %-8s %s\n", s.level, s.step_multiplier[0],
+                s.step_multiplier[1], Num(q.top1_agreement, "%.4f").c_str(),
                 Num(q.ppl_delta_pct, "%+.2f").c_str(), Num(q.kl_mean, "%.5f").c_str(), Num(q.bits_per_value, "%.3f").c_str());
   }
   if (!p.Supports(QuantScheme::kTransform)) {
     std::printf("  transform  none (chunks of scheme transform need a profile made with --transform)\n");
     return Status::Ok();
   }
-  const ProfileTransform& t = p.data().transform;
+  const ProfileSummary summary = p.Summary();
+  const RopeSpec& rope = summary.transform_rope;
   std::printf("  transform  PCA bases of the keys (RoPE undone: head_dim %d, theta %g, %s pairs) and of the values\n",
-              t.rope.head_dim, t.rope.theta, t.rope.layout == RopeLayout::kInterleaved ? "interleaved" : "rotate-half");
-  PrintKeptComponents(p, t.quality, [&](size_t i) -> const std::vector<uint32_t>& { return t.levels[i].kept; });
+              rope.head_dim, rope.theta, rope.layout == RopeLayout::kInterleaved ? "interleaved" : "rotate-half");
+  PrintKeptComponents(summary.transform, p.QualityOf(QuantScheme::kTransform));
   if (!p.Supports(QuantScheme::kPredicted)) {
     std::printf("  predicted  none (chunks of scheme predicted need a profile made with --predict)\n");
     return Status::Ok();
   }
-  const ProfilePrediction& pr = p.data().prediction;
   // Weights within int8 (kvstream profile --byte-predictors) are what the AMX and AVX-512 VNNI kernels
   // multiply as bytes.
-  const bool bytes = std::all_of(pr.weights.begin(), pr.weights.end(), [](int16_t w) { return w >= -128 && w <= 127; });
   std::printf("  predicted  each layer's keys and values from the previous layer's, values also from this layer's keys:\n"
-              "             %zu predictor matrices (%s) and %d residual bases of %d x %d\n",
-              pr.weight_scales.size() / static_cast<size_t>(p.channels()), bytes ? "weights within int8" : "int16 weights",
+              "             %d predictor matrices (%s) and %d residual bases of %d x %d\n",
+              summary.predictor_matrices, summary.byte_predictors ? "weights within int8" : "int16 weights",
               2 * p.layers(), p.channels(), p.channels());
-  PrintKeptComponents(p, pr.quality, [&](size_t i) -> const std::vector<uint32_t>& { return pr.levels[i].kept; });
+  PrintKeptComponents(summary.predicted, p.QualityOf(QuantScheme::kPredicted));
   return Status::Ok();
 }
 
@@ -86,11 +78,9 @@ Status InspectChunkFile(const std::string& path, bool segments) {
   std::printf("%s: kvstream chunk v%u\n", path.c_str(), c.version);
   std::printf("  level        %s\n", LevelName(c.level).c_str());
   if (IsLossyLevel(c.level)) {
-    std::printf("  scheme       %s\n", QuantSchemeName(c.scheme));
+    std::printf("  scheme       %s\n", SchemeName(c.scheme));
     std::printf("  tables       %s\n", c.in_chunk_tables ? "in the chunk" : ("profile " + HashHex(c.profile_hash)).c_str());
-    if (c.scheme != QuantScheme::kCacheGenToken) {
-      std::printf("  sink rows    %lld (exact fp16: context positions < 4)\n", static_cast<long long>(c.sink_rows));
-    }
+    std::printf("  sink rows    %lld (exact fp16: context positions < 4)\n", static_cast<long long>(c.sink_rows));
     if (!c.fine_rows.empty()) {
       std::printf("  fine rows    %lld at level %s:", static_cast<long long>(std::count(c.fine_rows.begin(), c.fine_rows.end(), 1)),
                   LevelName(c.fine_level).c_str());
@@ -158,7 +148,7 @@ Status RunInspect(const Args& args) {
   const bool segments = !args.Has("summary");
   for (const std::string& path : args.positional()) {
     const std::string magic = FileMagic(path);
-    if (magic == std::string(reinterpret_cast<const char*>(codec::kProfileMagic), 4)) {
+    if (magic == "KVPF") {  // docs/format.md, "Profile"
       KVSTREAM_RETURN_IF_ERROR(InspectProfileFile(path));
     } else if (magic == "PK\x03\x04" || magic == "PK\x05\x06") {
       KVSTREAM_RETURN_IF_ERROR(InspectKvDumpFile(path));

@@ -168,7 +168,7 @@ Status RunProfile(const Args& args) {
                                                       fine, static_cast<int>(chunk_tokens)));
     const std::vector<float> scales = SliceStepScales(sensitivity);
     std::printf("slice weights (%s %s on the held-out context): layer, then KL and step scale of keys and values\n",
-                QuantSchemeName(scheme), LevelName(level).c_str());
+                SchemeName(scheme), LevelName(level).c_str());
     for (int l = 0; l < profile.layers(); ++l) {
       const size_t k = static_cast<size_t>(l) * 2;
       std::printf("  %3d  K %.2e x%.2f  V %.2e x%.2f\n", l, sensitivity[k], scales[k], sensitivity[k + 1], scales[k + 1]);
@@ -220,7 +220,7 @@ Status RunProfile(const Args& args) {
   for (QuantScheme scheme : {QuantScheme::kTransform, QuantScheme::kPredicted}) {
     if (!learned->Supports(scheme)) continue;
     std::printf("%s scheme (kvstream encode --scheme %s --fine-fraction %g), same held-out context:\n",
-                QuantSchemeName(scheme), QuantSchemeName(scheme), fine_fraction);
+                SchemeName(scheme), SchemeName(scheme), fine_fraction);
     std::printf("  level  bits/value%s\n", measure ? "           top1     ppl-delta%  kl-mean" : "");
     for (const LevelSpec& spec : learned->ladder()) {
       // Coded as a sender with the same fine rows serves them, so that what it advertises is what it sends.

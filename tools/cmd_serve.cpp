@@ -110,7 +110,7 @@ Status RunServe(const Args& args) {
               options.control.secret.empty() ? "" : ", shared secret required");
   if (options.profile) {
     std::printf("codec profile %s, scheme %s: fetchers need the same file (kvstream fetch --profile)\n",
-                HashHex(options.profile->hash()).c_str(), QuantSchemeName(options.scheme));
+                HashHex(options.profile->hash()).c_str(), SchemeName(options.scheme));
   }
   std::fflush(stdout);
 

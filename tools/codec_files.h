@@ -1,80 +1,34 @@
 // File plumbing of the codec commands (encode, decode, inspect, profile, serve): writes, loading a profile
-// file (reads go through common/whole_file.h), and the --scheme and fine-rows flags. Header-only.
+// file (reads go through common/whole_file.h), the fine-rows flags, and hashes as text.
 #pragma once
 
-#include <algorithm>
+#include <cstddef>
 #include <cstdint>
-#include <fstream>
 #include <string>
-#include <vector>
 
-#include "common/whole_file.h"
-#include "kvstream/codec.h"
+#include "kvstream/level.h"
 #include "kvstream/profile.h"
 #include "kvstream/status.h"
 #include "tools/command.h"
 
 namespace kvstream::cli {
 
-inline Status WriteFileBytes(const std::string& path, const void* data, size_t size) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Status::IoError(path + ": cannot create");
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-  out.close();
-  if (!out) return Status::IoError(path + ": write failed");
-  return Status::Ok();
-}
+// Writes `size` bytes to `path` (created or truncated); the error names the file.
+Status WriteFileBytes(const std::string& path, const void* data, size_t size);
 
-inline Result<Profile> LoadProfileFile(const std::string& path) {
-  const ProfileLimits limits;
-  KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, limits.max_bytes));
-  auto profile = Profile::Parse(bytes.data(), bytes.size(), limits);
-  if (!profile.ok()) return profile.status().WithContext(path);
-  return profile;
-}
-
-// --scheme: the quantiser of the lossy levels.
-inline Result<QuantScheme> ParseScheme(const std::string& s) {
-  if (s == "channel-uniform") return QuantScheme::kChannelUniform;
-  if (s == "cachegen-token") return QuantScheme::kCacheGenToken;
-  if (s == "transform") return QuantScheme::kTransform;
-  if (s == "predicted") return QuantScheme::kPredicted;
-  return Status::InvalidArgument("--scheme = " + s + ", expected channel-uniform, cachegen-token, transform or predicted");
-}
+// A profile file (--profile), parsed and checked; the error names the file.
+Result<Profile> LoadProfileFile(const std::string& path);
 
 // --fine-fraction's default: measured on SmolLM2 (lab/rate-distortion.md, "Fine rows").
 inline constexpr double kDefaultFineFraction = 0.08;
 
 // --fine-fraction and --fine-level, for EncodeOptions / SenderOptions.
-inline Status ParseFineRows(const Args& args, double* fraction, Level* level) {
-  KVSTREAM_ASSIGN_OR_RETURN(*fraction, args.GetDouble("fine-fraction", kDefaultFineFraction));
-  if (!(*fraction >= 0.0 && *fraction <= 1.0)) {
-    return Status::InvalidArgument("--fine-fraction = " + std::to_string(*fraction) + " outside [0, 1]");
-  }
-  KVSTREAM_ASSIGN_OR_RETURN(int64_t fine_level, args.GetInt("fine-level", 2));
-  if (fine_level < 1 || fine_level > 15) {
-    return Status::InvalidArgument("--fine-level = " + std::to_string(fine_level) + " outside 1..15");
-  }
-  *level = static_cast<Level>(fine_level);
-  return Status::Ok();
-}
+Status ParseFineRows(const Args& args, double* fraction, Level* level);
 
 // Help lines of --fine-fraction and --fine-level, their text starting at column `indent`.
-inline std::string FineRowsHelp(int indent) {
-  const auto flag = [&](const std::string& name) {
-    return "  " + name + std::string(static_cast<size_t>(std::max(1, indent - 2 - static_cast<int>(name.size()))), ' ');
-  };
-  const std::string pad(static_cast<size_t>(indent), ' ');
-  return flag("--fine-fraction F") + "transform and predicted levels coarser than --fine-level code the\n" + pad +
-         "fraction F of the context's tokens, those that received the most attention in the\n" + pad +
-         "prefill, at --fine-level: smaller at equal quality (default 0.08; 0: none)\n" + flag("--fine-level L") +
-         "the fine rows' level (default 2)\n";
-}
+std::string FineRowsHelp(int indent);
 
-inline std::string HashHex(uint64_t h) {
-  char buf[20];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
+// A profile or model hash as 16 hex digits, as the commands print and compare them.
+std::string HashHex(uint64_t h);
 
 }  // namespace kvstream::cli

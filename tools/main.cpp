@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "kvstream/codec.h"
+#include "kvstream/transport.h"
 #include "tools/command.h"
 
 namespace {
@@ -39,6 +41,11 @@ int main(int argc, char** argv) {
   if (words.empty() || words[0] == "--help" || words[0] == "-h" || words[0] == "help") {
     PrintUsage();
     return words.empty() ? 2 : 0;
+  }
+  if (words[0] == "--version") {
+    std::printf("kvstream %s (chunk format %d, protocol %u)\n", KVSTREAM_VERSION, kvstream::kChunkFormatVersion,
+                static_cast<unsigned>(kvstream::kProtocolVersion));
+    return 0;
   }
   const auto& commands = kvstream::cli::Commands();
   const kvstream::cli::Command* command = nullptr;

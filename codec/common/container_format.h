@@ -9,14 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "kvstream/codec.h"
 #include "kvstream/status.h"
 
 namespace kvstream::codec {
 
 inline constexpr uint8_t kChunkMagic[4] = {'K', 'V', 'C', 'K'};
-// 2: sink rows (header byte 13); 3: rANS streams of 16 lanes; 4: their states stored by bit length;
-// 5: rANS tails and spread slots.
-inline constexpr uint16_t kChunkVersion = 6;
+// The only version read (docs/format.md, "Version history"): 2 added sink rows (header byte 13); 3 rANS
+// streams of 16 lanes; 4 their states stored by bit length; 5 rANS tails and spread slots; 6 all-tail short
+// streams; 7 removed the cachegen-token scheme.
+inline constexpr uint16_t kChunkVersion = kChunkFormatVersion;
 inline constexpr uint32_t kChunkFixedHeaderBytes = 64;
 inline constexpr uint32_t kSegmentEntryBytes = 24;
 inline constexpr uint8_t kChunkFlagInChunkTables = 0x01;
@@ -35,10 +37,9 @@ inline int64_t SinkRows(int64_t token_begin, int64_t tokens) {
 }
 
 inline constexpr uint8_t kProfileMagic[4] = {'K', 'V', 'P', 'F'};
-// 2: optional transform section; 3: optional prediction section; 4: the fine rows of the measured qualities.
-inline constexpr uint16_t kProfileVersion = 4;
-inline constexpr uint16_t kProfileVersionWithoutPrediction = 2;  // still read
-inline constexpr uint16_t kProfileVersionWithoutMeasuredFineRows = 3;  // still read
+// The only version read: 2 added the optional transform section; 3 the optional prediction section; 4 the
+// fine rows of the measured qualities; 5 dropped the cachegen-token fields of each level.
+inline constexpr uint16_t kProfileVersion = 5;
 
 // Symbol alphabet of the lossy schemes: 0 is the escape (the value follows as fp16 in the segment's
 // escape list); s in [1, 255] is the integer q = s - 128.
@@ -70,8 +71,6 @@ class ByteWriter {
     out_->resize(at + n);
     std::memcpy(out_->data() + at, p, n);
   }
-  // Overwrites 4 bytes written earlier at offset `at` (a size known only after what follows it).
-  void PatchU32(size_t at, uint32_t v) { std::memcpy(out_->data() + at, &v, 4); }
   size_t size() const { return out_->size(); }
 
  private:

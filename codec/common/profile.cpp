@@ -25,8 +25,6 @@ namespace {
 // from the rate-distortion study on SmolLM2-135M with sink rows (lab/rate-distortion.md): 0.10 was
 // the first to reach negligible quality (ppl -0.35 %, top-1 0.992), 0.5 keeps ppl within 1 %.
 constexpr float kDefaultMultipliers[] = {0.10f, 0.15f, 0.25f, 0.35f, 0.5f, 1.0f};
-// CacheGen's released config (keys 32/16, values 32/16 bins) is level 3; others scale it by 2x.
-constexpr int kDefaultBins[][2] = {{128, 64}, {64, 32}, {32, 16}, {16, 8}, {8, 6}, {6, 4}};
 
 }  // namespace
 
@@ -34,28 +32,12 @@ std::vector<LevelSpec> DefaultLadder(int layers) {
   return LadderOfSteps(layers, std::vector<float>(std::begin(kDefaultMultipliers), std::end(kDefaultMultipliers)));
 }
 
-std::vector<LevelSpec> LadderOfSteps(int layers, const std::vector<float>& multipliers) {
-  const int key_fine = std::max(1, static_cast<int>(std::lround(layers * 10.0 / 32.0)));
-  const int value_fine = std::max(1, static_cast<int>(std::lround(layers * 2.0 / 32.0)));
+std::vector<LevelSpec> LadderOfSteps(int /*layers*/, const std::vector<float>& multipliers) {
   std::vector<LevelSpec> ladder;
   for (size_t i = 0; i < multipliers.size(); ++i) {
-    const float m = multipliers[i];
-    size_t nearest = 0;
-    for (size_t d = 1; d < std::size(kDefaultMultipliers); ++d) {
-      if (std::abs(std::log(m / kDefaultMultipliers[d])) < std::abs(std::log(m / kDefaultMultipliers[nearest]))) nearest = d;
-    }
     LevelSpec s;
     s.level = static_cast<Level>(i + 1);
-    s.step_multiplier[0] = s.step_multiplier[1] = m;
-    s.fine_layers[0] = std::min(layers, key_fine);
-    s.fine_layers[1] = std::min(layers, value_fine);
-    // No early-layer refinement for channel-uniform: the study found SmolLM2's early layers the least
-    // sensitive. fine_layers still select CacheGen's larger bins for the cachegen-token scheme.
-    s.fine_factor = 1.0f;
-    for (int kv = 0; kv < 2; ++kv) {
-      s.cachegen_bins[kv][0] = kDefaultBins[nearest][0];
-      s.cachegen_bins[kv][1] = kDefaultBins[nearest][1];
-    }
+    s.step_multiplier[0] = s.step_multiplier[1] = multipliers[i];
     ladder.push_back(s);
   }
   return ladder;
@@ -124,11 +106,6 @@ void ProfileData::Finalize() {
     w.U32(static_cast<uint32_t>(s.level));
     w.F32(s.step_multiplier[0]);
     w.F32(s.step_multiplier[1]);
-    w.U32(static_cast<uint32_t>(s.fine_layers[0]));
-    w.U32(static_cast<uint32_t>(s.fine_layers[1]));
-    w.F32(s.fine_factor);
-    for (int kv = 0; kv < 2; ++kv)
-      for (int j = 0; j < 2; ++j) w.U32(static_cast<uint32_t>(s.cachegen_bins[kv][j]));
     WriteQuality(quality[i], w);
     w.Raw(levels[i].steps.data(), levels[i].steps.size() * sizeof(float));
     codec::WriteTableBank(levels[i].bank, w);
@@ -344,10 +321,9 @@ Result<Profile> Profile::Parse(const uint8_t* data, size_t size, const ProfileLi
   KVSTREAM_RETURN_IF_ERROR(in.Read(magic, 4, "magic"));
   uint16_t version = 0, reserved = 0;
   KVSTREAM_RETURN_IF_ERROR(in.U16(&version, "version"));
-  if (version < codec::kProfileVersionWithoutPrediction || version > codec::kProfileVersion) {
-    return Status::Unsupported("profile: version " + std::to_string(version) + ", this build reads " +
-                               std::to_string(codec::kProfileVersionWithoutPrediction) + " to " +
-                               std::to_string(codec::kProfileVersion));
+  if (version != codec::kProfileVersion) {
+    return Status::Unsupported("profile: unsupported version " + std::to_string(version) +
+                               " (this build reads profile version " + std::to_string(codec::kProfileVersion) + ")");
   }
   KVSTREAM_RETURN_IF_ERROR(in.U16(&reserved, "reserved"));
   uint32_t layers = 0, channels = 0, level_count = 0;
@@ -377,20 +353,7 @@ Result<Profile> Profile::Parse(const uint8_t* data, size_t size, const ProfileLi
     s.level = static_cast<Level>(u);
     KVSTREAM_RETURN_IF_ERROR(in.F32(&s.step_multiplier[0], "key step multiplier"));
     KVSTREAM_RETURN_IF_ERROR(in.F32(&s.step_multiplier[1], "value step multiplier"));
-    for (int kv = 0; kv < 2; ++kv) {
-      KVSTREAM_RETURN_IF_ERROR(in.U32(&u, "fine layers"));
-      KVSTREAM_RETURN_IF_ERROR(CheckRange("fine layers", u, 0, layers));
-      s.fine_layers[kv] = static_cast<int>(u);
-    }
-    KVSTREAM_RETURN_IF_ERROR(in.F32(&s.fine_factor, "fine factor"));
-    for (int kv = 0; kv < 2; ++kv) {
-      for (int j = 0; j < 2; ++j) {
-        KVSTREAM_RETURN_IF_ERROR(in.U32(&u, "cachegen bins"));
-        KVSTREAM_RETURN_IF_ERROR(CheckRange("cachegen bins", u, 4, 255));
-        s.cachegen_bins[kv][j] = static_cast<int>(u);
-      }
-    }
-    for (float f : {s.step_multiplier[0], s.step_multiplier[1], s.fine_factor}) {
+    for (float f : {s.step_multiplier[0], s.step_multiplier[1]}) {
       if (!std::isfinite(f) || !(f > 0.0f)) {
         return Status::CorruptData("profile: level " + std::to_string(i + 1) + " has a non-positive step parameter " +
                                    std::to_string(f));
@@ -407,8 +370,8 @@ Result<Profile> Profile::Parse(const uint8_t* data, size_t size, const ProfileLi
     d->levels.push_back(std::move(level));
   }
   KVSTREAM_RETURN_IF_ERROR(ReadTransform(in, &*d));
-  if (version > codec::kProfileVersionWithoutPrediction) KVSTREAM_RETURN_IF_ERROR(ReadPrediction(in, &*d));
-  if (version > codec::kProfileVersionWithoutMeasuredFineRows) KVSTREAM_RETURN_IF_ERROR(ReadMeasuredFineRows(in, &*d));
+  KVSTREAM_RETURN_IF_ERROR(ReadPrediction(in, &*d));
+  KVSTREAM_RETURN_IF_ERROR(ReadMeasuredFineRows(in, &*d));
   if (in.remaining() != 0) {
     return Status::CorruptData("profile: " + std::to_string(in.remaining()) + " bytes left over after the last section");
   }
@@ -449,7 +412,6 @@ const std::vector<LevelQuality>& Profile::quality() const { return data_->qualit
 bool Profile::Supports(QuantScheme scheme) const {
   switch (scheme) {
     case QuantScheme::kChannelUniform: return true;
-    case QuantScheme::kCacheGenToken: return false;
     case QuantScheme::kTransform: return data_->has_transform;
     case QuantScheme::kPredicted: return data_->has_prediction;
   }
@@ -470,7 +432,7 @@ Result<Profile> Profile::WithQuality(Level level, const LevelQuality& quality, Q
                                    std::to_string(data_->ladder.size()));
   }
   if (!Supports(scheme)) {
-    return Status::InvalidArgument(std::string("profile: no ") + QuantSchemeName(scheme) + " scheme to record a quality for");
+    return Status::InvalidArgument(std::string("profile: no ") + SchemeName(scheme) + " scheme to record a quality for");
   }
   auto copy = std::make_shared<ProfileData>(*data_);
   std::vector<LevelQuality>& target = scheme == QuantScheme::kTransform   ? copy->transform.quality
@@ -479,6 +441,27 @@ Result<Profile> Profile::WithQuality(Level level, const LevelQuality& quality, Q
   target[static_cast<size_t>(level - 1)] = quality;
   copy->Finalize();
   return Profile(std::move(copy));
+}
+
+ProfileSummary Profile::Summary() const {
+  const ProfileData& d = *data_;
+  const auto share = [&](const std::vector<uint32_t>& kept) {
+    uint64_t sum = 0;
+    for (uint32_t k : kept) sum += k;
+    return kept.empty() ? 0.0 : static_cast<double>(sum) / (static_cast<double>(kept.size()) * d.channels);
+  };
+  ProfileSummary s;
+  if (d.has_transform) {
+    for (const ProfileTransformLevel& l : d.transform.levels) s.transform.kept_share.push_back(share(l.kept));
+    s.transform_rope = d.transform.rope;
+  }
+  if (d.has_prediction) {
+    for (const ProfilePredictionLevel& l : d.prediction.levels) s.predicted.kept_share.push_back(share(l.kept));
+    s.predictor_matrices = static_cast<int>(d.prediction.weight_scales.size() / static_cast<size_t>(d.channels));
+    s.byte_predictors = std::all_of(d.prediction.weights.begin(), d.prediction.weights.end(),
+                                    [](int16_t w) { return w >= -128 && w <= 127; });
+  }
+  return s;
 }
 
 std::optional<MeasuredFineRows> Profile::measured_fine_rows() const {

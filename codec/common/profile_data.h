@@ -128,4 +128,10 @@ struct ProfileData {
 // 64-bit FNV-1a; 0 is mapped to 1 so that 0 can mean "no profile".
 uint64_t ProfileHash(const uint8_t* data, size_t size);
 
+// What the codec (and its tests) read a Profile's data through; the data is private to codec/.
+struct ProfileInternals {
+  static const ProfileData& Data(const Profile& profile) { return *profile.data_; }
+};
+inline const ProfileData& DataOf(const Profile& profile) { return ProfileInternals::Data(profile); }
+
 }  // namespace kvstream

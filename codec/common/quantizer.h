@@ -31,13 +31,6 @@ KVSTREAM_HD float AddRn(float a, float b) {
   return a + b;
 #endif
 }
-KVSTREAM_HD float DivRn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
 
 // The integer a non-escape symbol stands for.
 KVSTREAM_HD int SymbolToQ(uint8_t symbol) { return static_cast<int>(symbol) - kSymbolZero; }
@@ -90,14 +83,6 @@ KVSTREAM_HD float AddPrediction(float base, int32_t acc, float scale) {
   return AddRn(base, MulRn(static_cast<float>(acc), scale));
 }
 
-// CacheGen scheme: the (layer, token) step is max|x| / C with C = bins / 2 - 1; x' = q * step.
-KVSTREAM_HD int CacheGenRange(int bins) { return bins / 2 - 1; }
-KVSTREAM_HD float CacheGenStep(uint16_t max_abs_fp16, int bins) {
-  return DivRn(HalfToFloat(max_abs_fp16), static_cast<float>(CacheGenRange(bins)));
-}
-KVSTREAM_HD float DequantScaled(uint8_t symbol, float step) {
-  return MulRn(static_cast<float>(SymbolToQ(symbol)), step);
-}
 
 // Encoder side (host only): the symbol of the nearest q to (x - offset) / step, or kEscapeSymbol when x is
 // not finite or q falls outside [-kMaxAbsQ, kMaxAbsQ]. inv_step = 1 / step. Branch-free, so that the

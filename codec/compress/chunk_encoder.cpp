@@ -168,11 +168,7 @@ Result<codec::TableBank> BestInChunkBank(const codec::Symbols& s, size_t channel
   return std::move(best->bank);
 }
 
-float StepFor(const LevelSpec& spec, int64_t layer, int kv, float base) {
-  float m = spec.step_multiplier[kv];
-  if (layer < spec.fine_layers[kv]) m *= spec.fine_factor;
-  return base * m;
-}
+float StepFor(const LevelSpec& spec, int kv, float base) { return base * spec.step_multiplier[kv]; }
 
 // The rows [sinks, tokens) of a segment are quantised; rows [0, sinks) (context positions < 4) travel
 // as exact fp16 and take no part in the in-chunk statistics.
@@ -188,7 +184,7 @@ Status EncodeChannelUniform(const SegmentJob& job, const LevelSpec& spec, const 
   std::vector<uint8_t> params;
   ByteWriter pw(&params);
   if (profile) {
-    const ProfileData& d = profile->data();
+    const ProfileData& d = DataOf(*profile);
     const ProfileLevelData& lvl = d.levels[static_cast<size_t>(spec.level - 1)];
     for (int64_t c = 0; c < channels; ++c) {
       const size_t i = d.Index(static_cast<int>(job.layer), job.kv, static_cast<int>(c));
@@ -217,7 +213,7 @@ Status EncodeChannelUniform(const SegmentJob& job, const LevelSpec& spec, const 
     }
     double base = std::sqrt(var_sum / static_cast<double>(channels));
     if (!(base > 1e-30) || !std::isfinite(base)) base = 1.0;  // constant data: any step codes it
-    float s = StepFor(spec, job.layer, job.kv, static_cast<float>(base));
+    float s = StepFor(spec, job.kv, static_cast<float>(base));
     if (!std::isfinite(s)) s = std::numeric_limits<float>::max();
     std::fill(step.begin(), step.end(), s);
     pw.F32(s);
@@ -235,7 +231,7 @@ Status EncodeChannelUniform(const SegmentJob& job, const LevelSpec& spec, const 
   std::vector<const codec::RansModel*> models;
   codec::TableBank bank;
   if (profile) {
-    const ProfileData& d = profile->data();
+    const ProfileData& d = DataOf(*profile);
     models = d.levels[static_cast<size_t>(spec.level - 1)].bank.ChannelModels(
         d.Index(static_cast<int>(job.layer), job.kv, 0), static_cast<size_t>(channels));
   } else {
@@ -254,7 +250,7 @@ Status EncodeChannelUniform(const SegmentJob& job, const LevelSpec& spec, const 
 // z / step is quantised like a channel value (mean 0, step 1), and an escape carries the weight as fp16.
 Status EncodeTransform(const SegmentJob& job, const LevelSpec& spec, const Profile& profile, int64_t sinks,
                        const codec::RopeTable& rope, const FineRows& fine, std::vector<uint8_t>* out, EncodeStats* stats) {
-  const ProfileData& d = profile.data();
+  const ProfileData& d = DataOf(profile);
   const int layer = static_cast<int>(job.layer);
   const int64_t tokens = job.view->tokens(), channels = job.view->channels();
   const std::unique_ptr<float[]> all = LoadSlice(*job.view, job.layer);
@@ -300,7 +296,7 @@ Status EncodeTransform(const SegmentJob& job, const LevelSpec& spec, const Profi
 Status EncodePredicted(const ChunkInput& chunk, const LevelSpec& spec, const Profile& profile, int64_t sinks,
                        const codec::RopeTable& rope, const FineRows& fine, const EncodeOptions& options,
                        std::vector<std::vector<uint8_t>>* payloads, std::vector<EncodeStats>* stats) {
-  const ProfileData& d = profile.data();
+  const ProfileData& d = DataOf(profile);
   const int64_t tokens = chunk.keys.tokens(), n_c = chunk.keys.channels();
   const size_t slices = static_cast<size_t>(chunk.keys.layers()) * 2;
   // A slice's kept components, step and tables at a level (1-based).
@@ -367,46 +363,6 @@ Status EncodePredicted(const ChunkInput& chunk, const LevelSpec& spec, const Pro
     const codec::Symbols fine_s = join(fine_parts[slice]);
     return FinishLossySegment(sink_values, {}, {{s, models}, {fine_s, fine_models}}, &(*payloads)[slice], slice_stats);
   });
-}
-
-Status EncodeCacheGen(const SegmentJob& job, const LevelSpec& spec, std::vector<uint8_t>* out, EncodeStats* stats) {
-  const int64_t tokens = job.view->tokens(), channels = job.view->channels();
-  const std::unique_ptr<float[]> x = LoadSlice(*job.view, job.layer);
-  const int bins = spec.cachegen_bins[job.kv][job.layer < spec.fine_layers[job.kv] ? 0 : 1];
-  const int range = codec::CacheGenRange(bins);
-  std::vector<uint8_t> params;
-  ByteWriter pw(&params);
-  pw.U8(static_cast<uint8_t>(bins));
-  codec::Symbols s;
-  s.symbols.resize(static_cast<size_t>(tokens * channels));
-  for (int64_t t = 0; t < tokens; ++t) {
-    const float* row = x.get() + t * channels;
-    float max_abs = 0;
-    for (int64_t c = 0; c < channels; ++c) {
-      if (std::isfinite(row[c])) max_abs = std::max(max_abs, std::fabs(row[c]));
-    }
-    const uint16_t max16 = FloatToHalf(max_abs);
-    pw.U16(max16);
-    const float step = codec::CacheGenStep(max16, bins);
-    const float inv = step > 0 && std::isfinite(step) ? 1.0f / step : 0.0f;
-    for (int64_t c = 0; c < channels; ++c) {
-      const size_t i = static_cast<size_t>(t * channels + c);
-      if (!std::isfinite(row[c])) {
-        s.symbols[i] = codec::kEscapeSymbol;
-        continue;
-      }
-      // CacheGen clamps to its range; the fp16-rounded max can put |x| / step a hair above it.
-      const float r = std::nearbyint(row[c] * inv);
-      s.symbols[i] = codec::QToSymbol(static_cast<int>(std::clamp(r, static_cast<float>(-range), static_cast<float>(range))));
-    }
-  }
-  KVSTREAM_ASSIGN_OR_RETURN(codec::TableBank bank, BestInChunkBank(s, static_cast<size_t>(channels)));
-  const auto models = bank.ChannelModels(0, static_cast<size_t>(channels));
-  codec::WriteTableBank(bank, pw);
-  codec::EscapeUncodable(models, x.get(), &s);
-  KVSTREAM_RETURN_IF_ERROR(FinishLossySegment({}, params, {{s, models}}, out, stats));
-  if (stats) stats->table_bytes = params.size() - static_cast<size_t>(2 * tokens);  // the token scales are not tables
-  return Status::Ok();
 }
 
 // Level int8 (common/int8_row.h): per-token fp16 scale, then the int8 values, uncoded.
@@ -479,8 +435,7 @@ Status ValidateInput(const ChunkInput& chunk, const EncodeOptions& options, cons
     return Status::InvalidArgument("encode: level text needs the chunk's token_ids");
   }
   if (!IsLossyLevel(options.level)) return Status::Ok();
-  if (options.scheme != QuantScheme::kChannelUniform && options.scheme != QuantScheme::kCacheGenToken &&
-      options.scheme != QuantScheme::kTransform && options.scheme != QuantScheme::kPredicted) {
+  if (options.scheme != QuantScheme::kChannelUniform && options.scheme != QuantScheme::kTransform && options.scheme != QuantScheme::kPredicted) {
     return Status::InvalidArgument("encode: unknown scheme " + std::to_string(static_cast<int>(options.scheme)));
   }
   const bool needs_profile = options.scheme == QuantScheme::kTransform || options.scheme == QuantScheme::kPredicted;
@@ -531,16 +486,6 @@ float FineRowsThreshold(const float* importance, int64_t tokens, double fraction
   return *nth;
 }
 
-const char* QuantSchemeName(QuantScheme scheme) {
-  switch (scheme) {
-    case QuantScheme::kChannelUniform: return "channel-uniform";
-    case QuantScheme::kCacheGenToken: return "cachegen-token";
-    case QuantScheme::kTransform: return "transform";
-    case QuantScheme::kPredicted: return "predicted";
-  }
-  return "unknown";
-}
-
 Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOptions& options) {
   const LevelSpec* spec = nullptr;
   std::vector<LevelSpec> default_ladder;
@@ -548,7 +493,7 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
   const int64_t layers = chunk.keys.layers(), tokens = chunk.keys.tokens(), channels = chunk.keys.channels();
   const Level level = options.level;
   const bool lossy = IsLossyLevel(level);
-  const bool uses_profile = lossy && options.profile && options.scheme != QuantScheme::kCacheGenToken;
+  const bool uses_profile = lossy && options.profile;
   const DType stored = (level == kLevelFp16 && chunk.keys.dtype == DType::kBF16) ? DType::kBF16 : DType::kF16;
 
   std::vector<SegmentJob> jobs;
@@ -562,10 +507,10 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
   }
   std::vector<std::vector<uint8_t>> payloads(jobs.size());
   std::vector<EncodeStats> seg_stats(jobs.size());
-  const int64_t sinks = lossy && options.scheme != QuantScheme::kCacheGenToken ? codec::SinkRows(chunk.token_begin, tokens) : 0;
+  const int64_t sinks = lossy ? codec::SinkRows(chunk.token_begin, tokens) : 0;
   std::optional<codec::RopeTable> rope;  // the chunk's positions, shared by its key segments
   if (lossy && (options.scheme == QuantScheme::kTransform || options.scheme == QuantScheme::kPredicted)) {
-    rope.emplace(options.profile->data().transform.rope, chunk.token_begin, tokens);
+    rope.emplace(DataOf(*options.profile).transform.rope, chunk.token_begin, tokens);
   }
   const std::vector<uint8_t> fine_rows =
       UsesFineRows(options) ? SelectFineRows(chunk.importance, tokens, sinks, options.fine_min_importance) : std::vector<uint8_t>();
@@ -593,7 +538,6 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
       return Status::Ok();
     }
     EncodeStats* stats = options.stats ? &seg_stats[i] : nullptr;
-    if (options.scheme == QuantScheme::kCacheGenToken) return EncodeCacheGen(job, *spec, out, stats);
     if (options.scheme == QuantScheme::kTransform) {
       return EncodeTransform(job, *spec, *options.profile, sinks, *rope, fine, out, stats);
     }

@@ -34,19 +34,6 @@ Status CheckLadder(const std::vector<LevelSpec>& ladder, int layers) {
       if (!(s.step_multiplier[kv] > 0.0f) || !std::isfinite(s.step_multiplier[kv])) {
         return Status::InvalidArgument(where + ": step multiplier must be finite and positive");
       }
-      if (s.fine_layers[kv] < 0 || s.fine_layers[kv] > layers) {
-        return Status::InvalidArgument(where + ": fine layers = " + std::to_string(s.fine_layers[kv]) + " outside [0, " +
-                                       std::to_string(layers) + "]");
-      }
-      for (int j = 0; j < 2; ++j) {
-        if (s.cachegen_bins[kv][j] < 4 || s.cachegen_bins[kv][j] > 255) {
-          return Status::InvalidArgument(where + ": cachegen bins = " + std::to_string(s.cachegen_bins[kv][j]) +
-                                         " outside [4, 255]");
-        }
-      }
-    }
-    if (!(s.fine_factor > 0.0f) || !std::isfinite(s.fine_factor)) {
-      return Status::InvalidArgument(where + ": fine factor must be finite and positive");
     }
   }
   return Status::Ok();
@@ -273,7 +260,7 @@ Result<Profile> ProfileBuilder::Build() const {
     for (auto& h : hist) h.fill(0);
     for (int l = 0; l < layers; ++l) {
       for (int kv = 0; kv < 2; ++kv) {
-        const float m = spec.step_multiplier[kv] * (l < spec.fine_layers[kv] ? spec.fine_factor : 1.0f);
+        const float m = spec.step_multiplier[kv];
         const size_t first = d->Index(l, kv, 0);
         std::vector<float> inv(channels);
         for (int c = 0; c < channels; ++c) {
@@ -374,7 +361,7 @@ Status ProfileBuilder::BuildTransform(const std::vector<float>& slice_step_base,
       const LevelSpec& spec = d->ladder[i];
       ProfileTransformLevel& level = tr.levels[i];
       const size_t slice = static_cast<size_t>(l) * 2 + static_cast<size_t>(kv);
-      float step = slice_step_base[slice] * spec.step_multiplier[kv] * (l < spec.fine_layers[kv] ? spec.fine_factor : 1.0f);
+      float step = slice_step_base[slice] * spec.step_multiplier[kv];
       if (!std::isfinite(step) || !(step > 0.0f)) step = 1.0f;
       level.steps[slice] = step;
       const uint32_t kept = KeptComponents(eigen.values, step);

@@ -71,8 +71,8 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
   uint16_t header_size = 0;
   KVSTREAM_RETURN_IF_ERROR(in.U16(&info.version, "version"));
   if (info.version != kChunkVersion) {
-    return Status::Unsupported("chunk header: version " + std::to_string(info.version) + ", this build reads " +
-                               std::to_string(kChunkVersion));
+    return Status::Unsupported("chunk header: unsupported version " + std::to_string(info.version) +
+                               " (this build reads chunk format version " + std::to_string(kChunkVersion) + ")");
   }
   KVSTREAM_RETURN_IF_ERROR(in.U16(&header_size, "header size"));
   if (header_size != kChunkFixedHeaderBytes) {
@@ -106,8 +106,10 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
   if (!IsValidLevel(info.level)) return Status::CorruptData("chunk header: level = " + std::to_string(info.level) + " is not a level");
   const bool lossy = IsLossyLevel(info.level);
   if (lossy) {
-    if (scheme < static_cast<uint8_t>(QuantScheme::kChannelUniform) || scheme > static_cast<uint8_t>(QuantScheme::kPredicted)) {
-      return Status::Unsupported("chunk header: scheme = " + std::to_string(scheme) + " is not known to this build");
+    // 2 was cachegen-token, removed in version 7.
+    if (scheme != static_cast<uint8_t>(QuantScheme::kChannelUniform) && scheme != static_cast<uint8_t>(QuantScheme::kTransform) &&
+        scheme != static_cast<uint8_t>(QuantScheme::kPredicted)) {
+      return Status::Unsupported("chunk header: scheme = " + std::to_string(scheme) + ", expected 1, 3 or 4");
     }
     info.scheme = static_cast<QuantScheme>(scheme);
   } else if (scheme != 0) {
@@ -129,7 +131,7 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
   info.in_chunk_tables = (flags & kChunkFlagInChunkTables) != 0;
   const bool fine_rows = (flags & kChunkFlagFineRows) != 0;
   if (fine_rows && info.scheme != QuantScheme::kTransform && info.scheme != QuantScheme::kPredicted) {
-    return Status::CorruptData(std::string("chunk header: fine rows in a ") + QuantSchemeName(info.scheme) +
+    return Status::CorruptData(std::string("chunk header: fine rows in a ") + SchemeName(info.scheme) +
                                " chunk (only transform and predicted chunks have them)");
   }
   if (fine_rows ? !(fine_level >= 1 && fine_level < info.level) : fine_level != 0) {
@@ -142,12 +144,9 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
   if (reserved8 != 0 || reserved64 != 0) return Status::CorruptData("chunk header: reserved bytes are not zero");
   // Channel-uniform without in-chunk tables, transform and predicted need a profile; everything else must not
   // name one.
-  const bool needs_profile = lossy && info.scheme != QuantScheme::kCacheGenToken && !info.in_chunk_tables;
-  if (lossy && info.scheme == QuantScheme::kCacheGenToken && !info.in_chunk_tables) {
-    return Status::CorruptData("chunk header: scheme cachegen-token requires the in-chunk tables flag");
-  }
+  const bool needs_profile = lossy && !info.in_chunk_tables;
   if (lossy && (info.scheme == QuantScheme::kTransform || info.scheme == QuantScheme::kPredicted) && info.in_chunk_tables) {
-    return Status::CorruptData(std::string("chunk header: scheme ") + QuantSchemeName(info.scheme) +
+    return Status::CorruptData(std::string("chunk header: scheme ") + SchemeName(info.scheme) +
                                " has no in-chunk tables (its basis is in the profile)");
   }
   if (needs_profile != (info.profile_hash != 0)) {
@@ -172,7 +171,7 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
   info.token_begin = static_cast<int64_t>(token_begin);
   // Sink rows are part of the channel-uniform and transform schemes, and always exactly the chunk's
   // positions < 4.
-  const int64_t want_sinks = lossy && info.scheme != QuantScheme::kCacheGenToken ? SinkRows(info.token_begin, info.tokens) : 0;
+  const int64_t want_sinks = lossy ? SinkRows(info.token_begin, info.tokens) : 0;
   if (sink_rows != want_sinks) {
     return Status::CorruptData("chunk header: sink rows = " + std::to_string(sink_rows) + ", expected " +
                                std::to_string(want_sinks) + " for token begin " + std::to_string(info.token_begin) + ", " +

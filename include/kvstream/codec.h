@@ -13,10 +13,9 @@
 //     scheme) with a message naming the field, the value and the limit. It writes only inside the
 //     destination views, and writes nothing if the header or index is bad (a bad segment may leave
 //     earlier layers written).
-//   * Lossy levels reconstruct exactly the quantiser's fp32 reconstruction (codec/common/quantizer.h
-//     defines it bit for bit), rounded once to the destination dtype (round to nearest even; only NaN
-//     payloads may vary). Level fp16 is bit-exact for fp16
-//     and bf16 inputs (stored in their own 16-bit format) and rounds fp32 inputs to fp16.
+//   * Lossy levels reconstruct exactly the fp32 values docs/format.md defines bit for bit, rounded once to
+//     the destination dtype (round to nearest even; only NaN payloads may vary). Level fp16 is bit-exact
+//     for fp16 and bf16 inputs (stored in their own 16-bit format) and rounds fp32 inputs to fp16.
 //   * All functions are thread-safe: they share no state; a Profile is immutable and may be shared.
 #pragma once
 
@@ -29,11 +28,15 @@
 
 #include "kvstream/level.h"
 #include "kvstream/profile.h"
+#include "kvstream/scheme.h"
 #include "kvstream/status.h"
 #include "kvstream/tensor.h"
 
 namespace kvstream {
 
+// The chunk format version this build writes and the only one it reads (docs/format.md, "Version
+// history"); a chunk of another version gives kUnsupported, "unsupported version".
+inline constexpr int kChunkFormatVersion = 7;
 
 // Runs task(0) .. task(count - 1), possibly concurrently, and returns when all have finished. Lets a
 // caller hand the codec its own thread pool; the codec starts no threads when one is given.
@@ -121,7 +124,7 @@ struct ChunkInfo {
   int64_t tokens = 0;
   int64_t channels = 0;
   int64_t token_begin = 0;
-  int64_t sink_rows = 0;                  // channel-uniform: leading tokens (positions < 4) stored as exact fp16
+  int64_t sink_rows = 0;                  // lossy: leading tokens (positions < 4) stored as exact fp16
   Level fine_level = 0;                   // 0, or the finer level of the fine rows
   std::vector<uint8_t> fine_rows;         // empty, or per token 1 if coded at fine_level, else 0
   uint64_t profile_hash = 0;              // 0 when no profile is referenced

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "kvstream/scheme.h"  // lossy levels come with a scheme; most users of levels name it too
+
 namespace kvstream {
 
 using Level = int;
@@ -19,28 +21,6 @@ inline constexpr Level kMaxLossyLevel = 15;
 
 inline bool IsLossyLevel(Level level) { return level >= 1 && level <= kMaxLossyLevel; }
 inline bool IsValidLevel(Level level) { return level >= kLevelText && level <= kMaxLossyLevel; }
-
-// How a lossy level maps values to symbols. Stored in the chunk header; docs/codec.md explains each.
-enum class QuantScheme : uint8_t {
-  // Per (layer, K/V, channel) mean offset and uniform step; step = level multiplier x base step. The
-  // context's first 4 positions (attention sinks) are stored exact as fp16.
-  kChannelUniform = 1,
-  // CacheGen's released scheme: per (layer, token) symmetric scale = max |x| over channels, with a number
-  // of bins per (layer, K/V) that shrinks with depth. For comparison; not the default.
-  kCacheGenToken = 2,
-  // Per (layer, K/V) a learned orthonormal basis (PCA) of the keys with RoPE undone and of the values; the
-  // components above the level's noise floor are quantised with one uniform step and coded with a table
-  // each. Needs a profile learned with ProfileOptions::transform. About 1.2x smaller than
-  // kChannelUniform at equal quality on SmolLM2; decoding costs a matrix product (slower on a CPU).
-  kTransform = 3,
-  // The transform scheme on the residual of a cross-layer prediction: each (layer, K/V)'s rows are first
-  // predicted from the reconstructed rows of the previous layer (and values from this layer's keys) at
-  // the same positions, linearly, and only the difference is transform-coded. Needs a profile learned
-  // with ProfileOptions::predict. About 1.3x smaller than kTransform at equal quality on SmolLM2;
-  // layers reconstruct one after another, and each costs about three more matrix products.
-  kPredicted = 4,
-};
-const char* QuantSchemeName(QuantScheme scheme);
 
 inline std::string LevelName(Level level) {
   switch (level) {

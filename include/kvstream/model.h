@@ -14,6 +14,7 @@
 #include "kvstream/rope.h"
 #include "kvstream/status.h"
 #include "kvstream/tensor.h"
+#include "kvstream/text_recomputer.h"
 
 namespace kvstream {
 
@@ -105,6 +106,14 @@ class Model {
   // after each input token. Fails if the cache lacks capacity or positions exceed max_seq_len.
   virtual Status Forward(const std::vector<int>& tokens, KvCache& cache, std::vector<float>* logits) const = 0;
 };
+
+// What a handshake compares for "same model" (ControlOptions::model_hash): FNV-1a over the architecture
+// fields that make two models' KV caches interchangeable; never 0 (0 means "any model").
+uint64_t ModelHash(const ModelConfig& config);
+
+// The text level's recompute with this model (ReceiverOptions::text_recomputer): the chunk's tokens are
+// prefilled on top of the destination's earlier KV. `model` must outlive the recomputer.
+std::unique_ptr<TextRecomputer> MakeTextRecomputer(const Model& model);
 
 // Greedy (temperature 0) decoding: runs `prompt` from an empty cache, then appends the argmax token up
 // to `max_new_tokens` times, stopping early at the tokenizer's EOS (when stop_at_eos) or at max_seq_len.

@@ -29,26 +29,19 @@ namespace kvstream {
 // One rung of a model's level ladder: the parameters a lossy level quantises with.
 struct LevelSpec {
   Level level = 1;
-  // Channel-uniform scheme: step = multiplier x base step of (layer, K/V, channel); layers below
-  // fine_layers[K/V] use fine_factor x that step (1 by default: measured on SmolLM2, early layers are
-  // the least sensitive, unlike CacheGen's models). fine_layers also pick the cachegen-token bins.
+  // step = multiplier x base step of (layer, K/V, channel) in the channel-uniform scheme, of (layer, K/V)
+  // in the transform and predicted schemes; finite and > 0.
   float step_multiplier[2] = {0.1f, 0.1f};  // [keys, values]
-  int fine_layers[2] = {0, 0};
-  float fine_factor = 1.0f;
-  // CacheGen scheme: bins for [keys, values][fine layers, other layers]; each in [3, 255].
-  int cachegen_bins[2][2] = {{32, 16}, {32, 16}};
 };
 
 // The default ladder for a model of `layers` layers: level 1 near-lossless to the most aggressive last.
-// Channel-uniform multipliers 0.10, 0.15, 0.25, 0.35, 0.5, 1.0 (keys and values alike, fine_factor 1);
-// fine_layers follow CacheGen's released split (keys 10/32, values 2/32 of the depth, at least 1) and
-// only choose the cachegen-token scheme's bins.
+// Step multipliers 0.10, 0.15, 0.25, 0.35, 0.5, 1.0, keys and values alike (docs/codec.md, "Levels").
 std::vector<LevelSpec> DefaultLadder(int layers);
 
-// A ladder of these channel-uniform step multipliers, one rung per multiplier in order (keys and values
-// alike, fine_factor 1); each rung takes fine_layers and cachegen-token bins from the default rung
-// nearest in step (by ratio), so DefaultLadder(layers) is LadderOfSteps of its own multipliers. The
-// multipliers are not checked here (ProfileBuilder::Build refuses a ladder it cannot use).
+// A ladder of these step multipliers, one rung per multiplier in order (keys and values alike), for a
+// model of `layers` layers (every rung is the same at every depth since chunk format 7; the argument stays
+// so that callers need not change when a rung depends on depth again). The multipliers are not checked
+// here (ProfileBuilder::Build refuses a ladder it cannot use).
 std::vector<LevelSpec> LadderOfSteps(int layers, const std::vector<float>& multipliers);
 
 // What a level costs in quality, when measured (kvstream eval / profile --measure); NaN when not.
@@ -75,6 +68,20 @@ struct ProfileLimits {
 
 struct ProfileData;  // private to codec/ (codec/common/profile_data.h)
 
+// What a profile holds beyond its ladder, for reports (kvstream inspect). A scheme the profile does not
+// carry has empty kept_share.
+struct ProfileSummary {
+  struct Components {
+    // [level - 1]: the share of components kept, over every (layer, K/V).
+    std::vector<double> kept_share;
+  };
+  Components transform;
+  RopeSpec transform_rope;        // the RoPE the transform undoes (keys are de-rotated before it)
+  Components predicted;
+  int predictor_matrices = 0;     // the predicted scheme's linear predictors
+  bool byte_predictors = false;   // every predictor weight within int8 (kvstream profile --byte-predictors)
+};
+
 class Profile {
  public:
   // Parses profile bytes (untrusted): every count is checked against the buffer and the limits, the
@@ -100,27 +107,26 @@ class Profile {
   const std::vector<LevelQuality>& quality() const;  // [level - 1], with the channel-uniform scheme
   // Whether chunks of `scheme` can be coded with this profile, and the measured quality of its levels
   // ([level - 1]; empty when it cannot). Channel-uniform always can (quality() is its quality); transform
-  // needs a profile learned with ProfileOptions::transform, predicted one with ProfileOptions::predict;
-  // cachegen-token never uses a profile.
+  // needs a profile learned with ProfileOptions::transform, predicted one with ProfileOptions::predict.
   bool Supports(QuantScheme scheme) const;
   const std::vector<LevelQuality>& QualityOf(QuantScheme scheme) const;
   // A copy with the measured quality of `level` with `scheme` recorded (the profile must carry the scheme;
   // the hash changes with the bytes).
   Result<Profile> WithQuality(Level level, const LevelQuality& quality,
                               QuantScheme scheme = QuantScheme::kChannelUniform) const;
-  // The fine rows the transform's and predicted qualities were measured with; nullopt when not recorded
-  // (profiles before format version 4, and until WithMeasuredFineRows). A sender whose fine rows differ
-  // from recorded ones does not advertise those qualities.
+  // The fine rows the transform's and predicted qualities were measured with; nullopt until
+  // WithMeasuredFineRows records them. A sender whose fine rows differ from recorded ones does not
+  // advertise those qualities.
   std::optional<MeasuredFineRows> measured_fine_rows() const;
+  ProfileSummary Summary() const;
   // A copy that records them (fraction in [0, 1]; level in 1..ladder().size() when the fraction is above
   // 0, else 0).
   Result<Profile> WithMeasuredFineRows(const MeasuredFineRows& fine) const;
 
-  const ProfileData& data() const { return *data_; }
-
  private:
   explicit Profile(std::shared_ptr<const ProfileData> data) : data_(std::move(data)) {}
   friend class ProfileBuilder;
+  friend struct ProfileInternals;  // the codec's access to its data (codec/common/profile_data.h)
   std::shared_ptr<const ProfileData> data_;
 };
 
@@ -128,8 +134,7 @@ struct ProfileOptions {
   std::string model;                 // recorded in the profile, for reports (at most 255 bytes)
   std::vector<LevelSpec> ladder;     // empty: DefaultLadder(layers)
   // Distinct rANS tables per level (1..255), shared by all channels. More tables code a little smaller
-  // and decode slower (their slot tables stop fitting the caches): on SmolLM2, 16 against 64 costs
-  // 0.35 % in size and decodes 1.34x faster (docs/codec.md, "Entropy tables").
+  // and decode slower (their slot tables stop fitting the caches; docs/codec.md, "Entropy tables").
   int max_tables = 16;
   // base step of a channel = S * (std_c / S)^exponent with S the RMS of std over the (layer, K/V)'s
   // channels (times the slice's weight, slice_sensitivity below). 0 (default) gives one step per
@@ -137,23 +142,23 @@ struct ProfileOptions {
   float channel_exponent = 0.0f;
   // Also learn the transform scheme (QuantScheme::kTransform): per (layer, K/V) a PCA basis of the keys
   // with RoPE undone (`rope` must be the model's) and of the values, with each level's kept components
-  // and tables. On SmolLM2 it codes about 1.2x smaller than channel-uniform at equal quality, decodes
-  // several times slower on a CPU, and adds 2 x layers x channels^2 int16 to the profile; at most 1024
-  // channels (docs/rate-distortion.md, docs/codec.md).
+  // and tables. It codes smaller than channel-uniform at equal quality and decodes slower on a CPU (a
+  // matrix product; docs/codec.md, "Transform"), and adds 2 x layers x channels^2 int16 to the profile; at
+  // most 1024 channels.
   bool transform = false;
   RopeSpec rope;
   // Also learn the predicted scheme (QuantScheme::kPredicted; needs `transform`): per (layer, K/V) a linear
   // predictor from the previous layer's reconstructed keys and values (and, for values, this layer's
   // keys), fitted in closed loop at level `predict_fit_level` and used at every level, and a basis of
-  // the residual. On SmolLM2 about 1.3x smaller than the transform at equal quality; adds about 7 x
-  // layers x channels^2 int16 to the profile and wants several thousand sample tokens (fewer overfit).
+  // the residual. It codes smaller than the transform at equal quality (docs/codec.md, "Predicted"); adds
+  // about 7 x layers x channels^2 int16 to the profile and wants several thousand sample tokens (fewer
+  // overfit).
   bool predict = false;
   Level predict_fit_level = 2;
   double predict_ridge = 0.03;  // ridge, relative to the mean diagonal of the normal equations
   // Keep the predictors' weights, and their inputs on contexts like the samples, within int8 (the format
-  // allows int16): the AMX kernel then multiplies them once instead of four times, and the predicted
-  // scheme decodes about 1.3x faster on CPUs with AMX, for 0.2-0.5 % more bits on SmolLM2
-  // (docs/rate-distortion.md, "Predictors of bytes").
+  // allows int16): the AMX kernel then multiplies them once instead of four times, so the predicted
+  // scheme decodes faster on CPUs with AMX for a few more bits (docs/codec.md, "Predicted").
   bool byte_predictors = false;
   // How much each (layer, K/V)'s quantisation error alone moves the model's output, [layer * 2 + kv]:
   // the KL that decoding only that slice at one level causes (`kvstream profile --weigh-slices` measures

@@ -5,7 +5,7 @@
 // whichever receiver asks. A Receiver (decode node) fetches a context into destination views before a
 // deadline: a LevelPolicy chooses each chunk's level, chunk i+1 is on the wire while chunk i is decoded,
 // every payload is checked against its CRC32C (a bad one is re-requested once), and "text" chunks are
-// recomputed with a Model the receiver holds. Before the first chunk the policy gets the control
+// recomputed by the receiver's TextRecomputer. Before the first chunk the policy gets the control
 // connection's TCP_INFO as a LinkPrior. docs/transport.md describes the session; docs/protocol.md
 // the messages.
 #pragma once
@@ -17,17 +17,14 @@
 #include <vector>
 
 #include "kvstream/level_policy.h"
-#include "kvstream/model.h"
 #include "kvstream/codec.h"
 #include "kvstream/profile.h"
 #include "kvstream/status.h"
 #include "kvstream/tensor.h"
+#include "kvstream/text_recomputer.h"
 #include "kvstream/transport.h"
 
 namespace kvstream {
-
-// What a handshake compares for "same model": a hash of the architecture fields of a ModelConfig.
-uint64_t ModelHash(const ModelConfig& config);
 
 // A context to serve: its KV ([layers][tokens][channels] host views, any dtype and strides) and its
 // token ids (needed for the "text" level; may be empty when text is not offered). The views must stay
@@ -41,9 +38,6 @@ struct ContextSpec {
   std::vector<float> importance;
   std::shared_ptr<const void> owner;
 };
-
-// Test hook: what the sender does with the payload of a chunk request it is about to send.
-enum class FaultAction { kNone, kCorrupt /* flip one byte after the CRC is stamped */, kDrop /* never send */ };
 
 struct SenderOptions {
   std::string listen_host = "127.0.0.1";
@@ -70,7 +64,6 @@ struct SenderOptions {
   int encode_threads = 1;                 // threads encoding chunks on demand
   int max_inflight_per_connection = 16;   // chunk requests a receiver may have outstanding
   int max_connections = 256;
-  std::function<FaultAction(const ChunkRequest&)> fault_hook;  // tests only; null in production
 };
 
 // Thread-safe. Destruction stops serving: connections close and pending sends fail.
@@ -98,6 +91,7 @@ class Sender {
   struct Impl;
 
  private:
+  friend struct SenderTestPeer;  // the tests' fault injection (stream/testing/), outside the public API
   explicit Sender(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
@@ -119,8 +113,9 @@ struct ReceiverOptions {
   uint64_t max_chunk_bytes = uint64_t{256} << 20;
   // Needed to decode lossy chunks encoded against a profile.
   std::shared_ptr<const Profile> profile;
-  // Recomputes "text" chunks; without one a policy choosing text fails the fetch.
-  const Model* model = nullptr;
+  // Recomputes "text" chunks (e.g. MakeTextRecomputer of kvstream/model.h); without one a policy choosing
+  // text fails the fetch. Set control.model_hash (ModelHash) to have the sender check the model.
+  std::shared_ptr<TextRecomputer> text_recomputer;
 };
 
 struct FetchResult {

@@ -23,9 +23,9 @@
 namespace kvstream {
 
 // The version follows the chunk format of the payloads, so that peers with different chunk formats are
-// refused at the handshake instead of failing on every chunk: 4 carries chunk format 6 (rANS streams that
-// may be all tail, word counts coded by bits).
-inline constexpr uint16_t kProtocolVersion = 4;
+// refused at the handshake instead of failing on every chunk: 5 carries chunk format 7 (no cachegen-token
+// scheme).
+inline constexpr uint16_t kProtocolVersion = 5;
 
 // ---------------------------------------------------------------------------------------------------
 // Data plane

@@ -24,7 +24,7 @@ constexpr int kTokens = 48;
 
 const testing::RealKv& Kv() { return testing::MustGetRealKv("stories260K", kTokens); }
 
-std::vector<uint8_t> Encode(Level level, QuantScheme scheme = QuantScheme::kChannelUniform) {
+std::vector<uint8_t> Encode(Level level) {
   const auto& kv = Kv();
   std::vector<int32_t> ids(kv.tokens.begin(), kv.tokens.end());
   ChunkInput in;
@@ -33,7 +33,6 @@ std::vector<uint8_t> Encode(Level level, QuantScheme scheme = QuantScheme::kChan
   in.token_ids = ids.data();
   EncodeOptions eo;
   eo.level = level;
-  eo.scheme = scheme;
   auto r = EncodeChunk(in, eo);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return std::move(r).value();
@@ -103,9 +102,11 @@ TEST(ChunkCorrupt, LyingHeaderFieldsAreNamed) {
       {4, 2, 1, "version"},
       {4, 2, 2, "version"},  // version 2: 32-lane rANS streams
       {4, 2, 3, "version"},  // version 3: rANS states stored as uint32
+      {4, 2, 6, "unsupported version"},  // version 6: the last with the cachegen-token scheme
       {6, 2, 65, "header size"},
       {8, 1, 99, "level"},
       {9, 1, 9, "scheme"},
+      {9, 1, 2, "scheme"},  // cachegen-token, retired in version 7
       {10, 1, 7, "source dtype"},
       {11, 1, 1, "stored dtype"},
       {12, 1, 0x80, "flags"},
@@ -146,67 +147,54 @@ TEST(ChunkCorrupt, LyingHeaderFieldsAreNamed) {
 }
 
 TEST(ChunkCorrupt, LyingSegmentFieldsAreNamed) {
-  for (QuantScheme scheme : {QuantScheme::kChannelUniform, QuantScheme::kCacheGenToken}) {
-    const auto good = Encode(3, scheme);
-    const uint32_t seg = HeaderBytes(good);  // the first segment's payload
-    // Channel-uniform in-chunk segment: u32 stream bytes, u32 escapes, 4 fp16 sink rows (the chunk
-    // starts at position 0), f32 step, fp16 means, bank.
-    // CacheGen segment: u32 stream bytes, u32 escapes, u8 bins, fp16 token maxima, bank.
-    const int channels = Kv().cache.kv_dim;
-    const size_t params = scheme == QuantScheme::kChannelUniform ? seg + 8 + 2 * 4 * channels : seg + 8;
-    const size_t bank = scheme == QuantScheme::kChannelUniform ? params + 4 + 2 * channels : seg + 9 + 2 * kTokens;
-    std::vector<Lie> lies = {
-        {seg, 4, 0xffffff00u, "rANS stream"},
-        {seg, 4, 1, "left over"},
-        {seg + 4, 4, 0x7fffffffu, "escape count"},
-        {seg + 4, 4, 1, "escape"},
-        {bank, 1, 0, "table count"},
-        {bank + 1, 1, 0, "escape symbol"},       // first table's lo = 0
-        {bank + 1, 2, 0x0180, "empty"},          // lo = 0x80, hi = 0x01
-        {bank + 3, 2, 0x0fff, "4096"},           // escape frequency breaks the sum
-    };
-    if (scheme == QuantScheme::kChannelUniform) {
-      lies.push_back({params, 4, 0x7fc00000u, "step"});  // NaN
-      lies.push_back({params, 4, 0xbf800000u, "step"});  // -1
-      lies.push_back({params + 4, 2, 0x7c00, "mean"});   // +inf
-    } else {
-      lies.push_back({seg + 8, 1, 2, "bins"});
-      lies.push_back({seg + 9, 2, 0xfc00, "scale"});  // -inf
-    }
-    for (const Lie& lie : lies) {
-      std::vector<uint8_t> b = good;
-      std::memcpy(b.data() + lie.offset, &lie.value, static_cast<size_t>(lie.width));
-      FixAllCrcs(&b);
-      Status st = Decode(b);
-      ASSERT_FALSE(st.ok()) << QuantSchemeName(scheme) << " offset " << lie.offset - seg;
-      EXPECT_EQ(st.code(), StatusCode::kCorruptData) << st.ToString();
-      EXPECT_NE(st.message().find(lie.expect), std::string::npos)
-          << QuantSchemeName(scheme) << " offset " << lie.offset - seg << ": " << st.ToString();
-      EXPECT_NE(st.message().find("segment (layer 0, keys)"), std::string::npos) << st.ToString();
-    }
+  const auto good = Encode(3);
+  const uint32_t seg = HeaderBytes(good);  // the first segment's payload
+  // Channel-uniform in-chunk segment: u32 stream bytes, u32 escapes, 4 fp16 sink rows (the chunk starts at
+  // position 0), f32 step, fp16 means, bank.
+  const int channels = Kv().cache.kv_dim;
+  const size_t params = seg + 8 + 2 * 4 * channels;
+  const size_t bank = params + 4 + 2 * channels;
+  const Lie lies[] = {
+      {seg, 4, 0xffffff00u, "rANS stream"},
+      {seg, 4, 1, "left over"},
+      {seg + 4, 4, 0x7fffffffu, "escape count"},
+      {seg + 4, 4, 1, "escape"},
+      {bank, 1, 0, "table count"},
+      {bank + 1, 1, 0, "escape symbol"},   // first table's lo = 0
+      {bank + 1, 2, 0x0180, "empty"},      // lo = 0x80, hi = 0x01
+      {bank + 3, 2, 0x0fff, "4096"},       // escape frequency breaks the sum
+      {params, 4, 0x7fc00000u, "step"},    // NaN
+      {params, 4, 0xbf800000u, "step"},    // -1
+      {params + 4, 2, 0x7c00, "mean"},     // +inf
+  };
+  for (const Lie& lie : lies) {
+    std::vector<uint8_t> b = good;
+    std::memcpy(b.data() + lie.offset, &lie.value, static_cast<size_t>(lie.width));
+    FixAllCrcs(&b);
+    Status st = Decode(b);
+    ASSERT_FALSE(st.ok()) << "offset " << lie.offset - seg;
+    EXPECT_EQ(st.code(), StatusCode::kCorruptData) << st.ToString();
+    EXPECT_NE(st.message().find(lie.expect), std::string::npos) << "offset " << lie.offset - seg << ": " << st.ToString();
+    EXPECT_NE(st.message().find("segment (layer 0, keys)"), std::string::npos) << st.ToString();
   }
 }
 
-// The sink-row count is fixed by the scheme and the token range: any other value is refused, on every
-// scheme and level (the cachegen-token scheme and non-lossy levels have none).
+// The sink-row count is fixed by the level and the token range: any other value is refused, on every
+// level (non-lossy levels have none).
 TEST(ChunkCorrupt, WrongSinkRowCountsAreRejected) {
   for (Level level : kLevels) {
-    for (QuantScheme scheme : {QuantScheme::kChannelUniform, QuantScheme::kCacheGenToken}) {
-      if (!IsLossyLevel(level) && scheme != QuantScheme::kChannelUniform) continue;
-      const auto good = Encode(level, scheme);
-      const bool has_sinks = IsLossyLevel(level) && scheme == QuantScheme::kChannelUniform;
-      ASSERT_EQ(good[13], has_sinks ? 4 : 0) << LevelName(level) << " " << QuantSchemeName(scheme);
-      for (uint8_t lie : {uint8_t{0}, uint8_t{1}, uint8_t{4}, uint8_t{5}, uint8_t{255}}) {
-        if (lie == good[13]) continue;
-        std::vector<uint8_t> b = good;
-        b[13] = lie;
-        FixHeaderCrc(&b);
-        Status st = Decode(b);
-        ASSERT_FALSE(st.ok()) << LevelName(level) << " sink rows " << int{lie};
-        EXPECT_EQ(st.code(), StatusCode::kCorruptData) << st.ToString();
-        EXPECT_NE(st.message().find("sink rows"), std::string::npos) << st.ToString();
-        EXPECT_FALSE(InspectChunk(b.data(), b.size()).ok());
-      }
+    const auto good = Encode(level);
+    ASSERT_EQ(good[13], IsLossyLevel(level) ? 4 : 0) << LevelName(level);
+    for (uint8_t lie : {uint8_t{0}, uint8_t{1}, uint8_t{4}, uint8_t{5}, uint8_t{255}}) {
+      if (lie == good[13]) continue;
+      std::vector<uint8_t> b = good;
+      b[13] = lie;
+      FixHeaderCrc(&b);
+      Status st = Decode(b);
+      ASSERT_FALSE(st.ok()) << LevelName(level) << " sink rows " << int{lie};
+      EXPECT_EQ(st.code(), StatusCode::kCorruptData) << st.ToString();
+      EXPECT_NE(st.message().find("sink rows"), std::string::npos) << st.ToString();
+      EXPECT_FALSE(InspectChunk(b.data(), b.size()).ok());
     }
   }
 }
@@ -216,23 +204,20 @@ TEST(ChunkCorrupt, WrongSinkRowCountsAreRejected) {
 TEST(ChunkCorrupt, RandomMutationsBehindValidCrcsNeverCrash) {
   std::mt19937 rng(5);
   for (Level level : kLevels) {
-    for (QuantScheme scheme : {QuantScheme::kChannelUniform, QuantScheme::kCacheGenToken}) {
-      if (!IsLossyLevel(level) && scheme != QuantScheme::kChannelUniform) continue;
-      const auto good = Encode(level, scheme);
-      const uint32_t hb = HeaderBytes(good);
-      int failures = 0;
-      for (int i = 0; i < 250; ++i) {
-        std::vector<uint8_t> b = good;
-        const int edits = 1 + static_cast<int>(rng() % 4);
-        for (int j = 0; j < edits; ++j) {
-          const size_t pos = (i % 5 == 0) ? rng() % hb : hb + rng() % (b.size() - hb);
-          b[pos] = static_cast<uint8_t>(rng());
-        }
-        FixAllCrcs(&b);
-        failures += !Decode(b).ok();
+    const auto good = Encode(level);
+    const uint32_t hb = HeaderBytes(good);
+    int failures = 0;
+    for (int i = 0; i < 250; ++i) {
+      std::vector<uint8_t> b = good;
+      const int edits = 1 + static_cast<int>(rng() % 4);
+      for (int j = 0; j < edits; ++j) {
+        const size_t pos = (i % 5 == 0) ? rng() % hb : hb + rng() % (b.size() - hb);
+        b[pos] = static_cast<uint8_t>(rng());
       }
-      EXPECT_GT(failures, 0) << LevelName(level);
+      FixAllCrcs(&b);
+      failures += !Decode(b).ok();
     }
+    EXPECT_GT(failures, 0) << LevelName(level);
   }
 }
 

@@ -125,45 +125,6 @@ TEST(ChunkRoundTrip, ChannelUniformLevelsReproduceTheQuantizerReconstruction) {
   }
 }
 
-TEST(ChunkRoundTrip, CacheGenSchemeReproducesItsReconstruction) {
-  const auto& kv = Kv();
-  const Tensor k = CopyOf(kv.cache.keys(), DType::kF16, Layout::kDense);
-  const Tensor v = CopyOf(kv.cache.values(), DType::kF16, Layout::kDense);
-  const int64_t L = k.view.layers(), T = k.view.tokens(), C = k.view.channels();
-  const auto ladder = DefaultLadder(static_cast<int>(L));
-  for (Level level = 1; level <= static_cast<Level>(ladder.size()); ++level) {
-    SCOPED_TRACE("level " + std::to_string(level));
-    EncodeOptions eo;
-    eo.level = level;
-    eo.scheme = QuantScheme::kCacheGenToken;
-    const auto bytes = MustEncode(InputOf(k, v), eo);
-    auto info = InspectChunk(bytes.data(), bytes.size());
-    ASSERT_TRUE(info.ok());
-    EXPECT_EQ(info->scheme, QuantScheme::kCacheGenToken);
-    Tensor dk(DType::kF32, L, T, C, Layout::kDense), dv = dk;
-    MustDecode(bytes, {}, &dk, &dv);
-    for (int64_t l = 0; l < L; ++l) {
-      for (int kvi = 0; kvi < 2; ++kvi) {
-        const Tensor& in = kvi == 0 ? k : v;
-        const Tensor& out = kvi == 0 ? dk : dv;
-        const int bins = ladder[level - 1].cachegen_bins[kvi][l < ladder[level - 1].fine_layers[kvi] ? 0 : 1];
-        for (int64_t t = 0; t < T; ++t) {
-          float max_abs = 0;
-          for (int64_t c = 0; c < C; ++c) max_abs = std::max(max_abs, std::fabs(in.at(l, t, c)));
-          const float step = codec::CacheGenStep(FloatToHalf(max_abs), bins);
-          for (int64_t c = 0; c < C; ++c) {
-            const float y = out.at(l, t, c);
-            const float q = std::nearbyint(y / step);
-            ASSERT_LE(std::fabs(q), codec::CacheGenRange(bins));
-            ASSERT_EQ(FloatBits(codec::DequantScaled(codec::QToSymbol(static_cast<int>(q)), step)), FloatBits(y));
-            ASSERT_LE(std::fabs(in.at(l, t, c) - y), 0.5f * step * 1.001f + 1e-3f * max_abs);
-          }
-        }
-      }
-    }
-  }
-}
-
 TEST(ChunkRoundTrip, Fp16PassthroughIsBitExact) {
   const auto& kv = Kv();
   for (DType dt : testing::kAllDTypes) {
@@ -258,30 +219,27 @@ TEST(ChunkRoundTrip, ThreadsAndPoolsGiveIdenticalBytes) {
   ChunkInput in;
   in.keys = kv.cache.keys();
   in.values = kv.cache.values();
-  for (QuantScheme scheme : {QuantScheme::kChannelUniform, QuantScheme::kCacheGenToken}) {
-    EncodeOptions eo;
-    eo.level = 2;
-    eo.scheme = scheme;
-    const auto one = MustEncode(in, eo);
-    eo.threads = 3;
-    EXPECT_EQ(MustEncode(in, eo), one);
-    eo.threads = 1;
-    size_t calls = 0;
-    eo.parallel_for = [&](size_t n, const std::function<void(size_t)>& task) {
-      ++calls;
-      for (size_t i = n; i-- > 0;) task(i);  // reverse order: results must not depend on it
-    };
-    EXPECT_EQ(MustEncode(in, eo), one);
-    EXPECT_EQ(calls, 1u);
-    const int64_t L = in.keys.layers(), T = in.keys.tokens(), C = in.keys.channels();
-    Tensor a(DType::kF32, L, T, C, Layout::kDense), b = a, c = a, d = a;
-    MustDecode(one, {}, &a, &b);
-    DecodeOptions dopt;
-    dopt.threads = 4;
-    MustDecode(one, dopt, &c, &d);
-    EXPECT_EQ(a.bytes, c.bytes);
-    EXPECT_EQ(b.bytes, d.bytes);
-  }
+  EncodeOptions eo;
+  eo.level = 2;
+  const auto one = MustEncode(in, eo);
+  eo.threads = 3;
+  EXPECT_EQ(MustEncode(in, eo), one);
+  eo.threads = 1;
+  size_t calls = 0;
+  eo.parallel_for = [&](size_t n, const std::function<void(size_t)>& task) {
+    ++calls;
+    for (size_t i = n; i-- > 0;) task(i);  // reverse order: results must not depend on it
+  };
+  EXPECT_EQ(MustEncode(in, eo), one);
+  EXPECT_EQ(calls, 1u);
+  const int64_t L = in.keys.layers(), T = in.keys.tokens(), C = in.keys.channels();
+  Tensor a(DType::kF32, L, T, C, Layout::kDense), b = a, c = a, d = a;
+  MustDecode(one, {}, &a, &b);
+  DecodeOptions dopt;
+  dopt.threads = 4;
+  MustDecode(one, dopt, &c, &d);
+  EXPECT_EQ(a.bytes, c.bytes);
+  EXPECT_EQ(b.bytes, d.bytes);
 }
 
 // A context split into chunks (the last one partial) decodes chunk by chunk, in any order, into the
@@ -386,14 +344,6 @@ TEST(ChunkRoundTrip, SinkRowsAreExactFp16AtTheContextStartOnly) {
       }
     }
   }
-  // The cachegen-token scheme keeps CacheGen's layout: no sink rows.
-  EncodeOptions eo;
-  eo.level = 3;
-  eo.scheme = QuantScheme::kCacheGenToken;
-  const auto bytes = MustEncode(InputOf(k, v), eo);
-  auto info = InspectChunk(bytes.data(), bytes.size());
-  ASSERT_TRUE(info.ok());
-  EXPECT_EQ(info->sink_rows, 0);
 }
 
 // The encoder's entropy-stage figures: the rANS streams against the ideal size under the same tables.
@@ -431,32 +381,29 @@ TEST(ChunkRoundTrip, SingleTokenAndSingleChannelEdges) {
   // Edge shapes that real models do not produce: one token, one channel, constant and non-finite data.
   std::vector<float> data = {1.5f, -2.0f, 0.0f, INFINITY, NAN, 65504.0f, 1e-8f, -7.25f};
   for (Level level : {1, 6, kLevelInt8, kLevelFp16}) {
-    for (QuantScheme scheme : {QuantScheme::kChannelUniform, QuantScheme::kCacheGenToken}) {
-      SCOPED_TRACE(LevelName(level) + " " + QuantSchemeName(scheme));
-      ChunkInput in;
-      in.keys = TensorView::Dense(data.data(), DType::kF32, 2, 1, 4);
-      in.values = TensorView::Dense(data.data(), DType::kF32, 8, 1, 1);
-      EncodeOptions eo;
-      eo.level = level;
-      eo.scheme = scheme;
-      EXPECT_FALSE(EncodeChunk(in, eo).ok()) << "keys and values of different shapes must be refused";
-      in.values = in.keys;
-      const auto bytes = MustEncode(in, eo);
-      Tensor k(DType::kF32, 2, 1, 4, Layout::kDense), v = k;
-      MustDecode(bytes, {}, &k, &v);
-      EXPECT_EQ(k.bytes, v.bytes);
-      EXPECT_EQ(k.at(0, 0, 2), 0.0f);
-      if (IsLossyLevel(level)) {
-        EXPECT_TRUE(std::isinf(k.at(0, 0, 3))) << "non-finite values escape and survive";
-        EXPECT_TRUE(std::isnan(k.at(1, 0, 0)));
-      }
-      std::vector<float> constant(6, 3.0f);
-      in.keys = in.values = TensorView::Dense(constant.data(), DType::kF32, 1, 6, 1);
-      const auto cbytes = MustEncode(in, eo);
-      Tensor ck(DType::kF32, 1, 6, 1, Layout::kDense), cv = ck;
-      MustDecode(cbytes, {}, &ck, &cv);
-      for (int t = 0; t < 6; ++t) EXPECT_NEAR(ck.at(0, t, 0), 3.0f, 3.0f / 64) << t;
+    SCOPED_TRACE(LevelName(level));
+    ChunkInput in;
+    in.keys = TensorView::Dense(data.data(), DType::kF32, 2, 1, 4);
+    in.values = TensorView::Dense(data.data(), DType::kF32, 8, 1, 1);
+    EncodeOptions eo;
+    eo.level = level;
+    EXPECT_FALSE(EncodeChunk(in, eo).ok()) << "keys and values of different shapes must be refused";
+    in.values = in.keys;
+    const auto bytes = MustEncode(in, eo);
+    Tensor k(DType::kF32, 2, 1, 4, Layout::kDense), v = k;
+    MustDecode(bytes, {}, &k, &v);
+    EXPECT_EQ(k.bytes, v.bytes);
+    EXPECT_EQ(k.at(0, 0, 2), 0.0f);
+    if (IsLossyLevel(level)) {
+      EXPECT_TRUE(std::isinf(k.at(0, 0, 3))) << "non-finite values escape and survive";
+      EXPECT_TRUE(std::isnan(k.at(1, 0, 0)));
     }
+    std::vector<float> constant(6, 3.0f);
+    in.keys = in.values = TensorView::Dense(constant.data(), DType::kF32, 1, 6, 1);
+    const auto cbytes = MustEncode(in, eo);
+    Tensor ck(DType::kF32, 1, 6, 1, Layout::kDense), cv = ck;
+    MustDecode(cbytes, {}, &ck, &cv);
+    for (int t = 0; t < 6; ++t) EXPECT_NEAR(ck.at(0, t, 0), 3.0f, 3.0f / 64) << t;
   }
 }
 

@@ -112,7 +112,7 @@ void ExpectRowsEqual(const Kv2& got, const Kv2& want, int64_t t, const char* wha
 TEST(FineRows, EachRowDecodesAsItsOwnLevelsChunkDoes) {
   for (QuantScheme scheme : {QuantScheme::kTransform, QuantScheme::kPredicted}) {
     for (int64_t t0 : {0, 64}) {  // with and without sink rows
-      SCOPED_TRACE(std::string(QuantSchemeName(scheme)) + " t0 " + std::to_string(t0));
+      SCOPED_TRACE(std::string(SchemeName(scheme)) + " t0 " + std::to_string(t0));
       const Chunk c = ChunkOf(t0, 96);
       const float threshold = ContextThreshold();
       const std::vector<uint8_t> mixed = MustEncode(c, scheme, 4, threshold);

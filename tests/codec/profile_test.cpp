@@ -87,7 +87,7 @@ TEST(Profile, QualityIsRecordedAndChangesTheHash) {
 TEST(Profile, ChunksWithAProfileReproduceTheQuantizerGridAndAreSmaller) {
   const auto& kv = Kv();
   const Profile& p = SharedProfile();
-  const ProfileData& d = p.data();
+  const ProfileData& d = DataOf(p);
   ChunkInput in;
   in.keys = SliceTokens(kv.cache.keys(), 64, 64);  // half seen by the profile, half not
   in.values = SliceTokens(kv.cache.values(), 64, 64);
@@ -171,15 +171,15 @@ TEST(Profile, DecodingNeedsTheSameProfile) {
 
 TEST(Profile, ChannelExponentGivesPerChannelSteps) {
   const Profile p = BuildProfile(16, 1.0f);
-  const ProfileData& d = p.data();
+  const ProfileData& d = DataOf(p);
   int distinct = 0;
   for (int c = 1; c < d.channels; ++c) distinct += d.levels[0].steps[d.Index(0, 0, c)] != d.levels[0].steps[d.Index(0, 0, 0)];
   EXPECT_GT(distinct, 0);
-  const ProfileData& flat = SharedProfile().data();
+  const ProfileData& flat = DataOf(SharedProfile());
   for (int c = 1; c < flat.channels; ++c) EXPECT_EQ(flat.levels[0].steps[flat.Index(0, 0, c)], flat.levels[0].steps[flat.Index(0, 0, 0)]);
 }
 
-TEST(Profile, LadderOfStepsTakesTheNearestDefaultRungsBins) {
+TEST(Profile, LadderOfStepsGivesOneRungPerMultiplier) {
   const std::vector<LevelSpec> defaults = DefaultLadder(30);
   std::vector<float> multipliers;
   for (const LevelSpec& s : defaults) multipliers.push_back(s.step_multiplier[0]);
@@ -187,18 +187,16 @@ TEST(Profile, LadderOfStepsTakesTheNearestDefaultRungsBins) {
   ASSERT_EQ(same.size(), defaults.size());
   for (size_t i = 0; i < same.size(); ++i) {
     EXPECT_EQ(same[i].level, defaults[i].level);
+    EXPECT_EQ(same[i].step_multiplier[0], defaults[i].step_multiplier[0]);
     EXPECT_EQ(same[i].step_multiplier[1], defaults[i].step_multiplier[1]);
-    EXPECT_EQ(same[i].fine_layers[0], defaults[i].fine_layers[0]);
-    EXPECT_EQ(same[i].cachegen_bins[1][1], defaults[i].cachegen_bins[1][1]);
   }
-  // A rung between the defaults' 0.35 (L4) and 0.5 (L5), nearer 0.5 by ratio; one finer than them all.
+  // Rungs in the given order, between and beyond the defaults' steps.
   const std::vector<LevelSpec> custom = LadderOfSteps(30, {0.05f, 0.35f, 0.43f, 0.5f});
   ASSERT_EQ(custom.size(), 4u);
-  EXPECT_EQ(custom[2].level, 3);
+  for (size_t i = 0; i < custom.size(); ++i) EXPECT_EQ(custom[i].level, static_cast<Level>(i + 1));
   EXPECT_EQ(custom[2].step_multiplier[0], 0.43f);
-  EXPECT_EQ(custom[2].cachegen_bins[0][0], defaults[4].cachegen_bins[0][0]);
-  EXPECT_EQ(custom[1].cachegen_bins[0][0], defaults[3].cachegen_bins[0][0]);
-  EXPECT_EQ(custom[0].cachegen_bins[0][0], defaults[0].cachegen_bins[0][0]);
+  EXPECT_EQ(custom[2].step_multiplier[1], 0.43f);
+  EXPECT_EQ(custom[0].step_multiplier[0], 0.05f);
 
   // A profile learns and codes with it: each level at its own step.
   const auto& kv = Kv();
@@ -210,7 +208,7 @@ TEST(Profile, LadderOfStepsTakesTheNearestDefaultRungsBins) {
   auto p = builder.Build();
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   ASSERT_EQ(p->ladder().size(), 7u);
-  const ProfileData& d = p->data();
+  const ProfileData& d = DataOf(*p);
   for (size_t l = 1; l < d.levels.size(); ++l) {
     EXPECT_FLOAT_EQ(d.levels[l].steps[0] / d.levels[0].steps[0], options.ladder[l].step_multiplier[0] / 0.1f) << l;
   }
@@ -273,7 +271,7 @@ TEST(Profile, SliceSensitivityScalesEachSlicesStepInEveryScheme) {
   const std::vector<float> g = SliceStepScales(sensitivity);
   ASSERT_LT(g[1], 1.0f);
   ASSERT_GT(g[0], 1.0f);
-  const ProfileData &f = flat.data(), &w = weighed.data();
+  const ProfileData &f = DataOf(flat), &w = DataOf(weighed);
   for (size_t i = 0; i < f.levels.size(); ++i) {
     for (int l = 0; l < layers; ++l) {
       for (int kv_index = 0; kv_index < 2; ++kv_index) {
@@ -362,7 +360,7 @@ TEST(Profile, BuilderRefusesBadInput) {
   EXPECT_FALSE(b.AddSample(narrow, narrow).ok());
   ProfileOptions bad_ladder;
   bad_ladder.ladder = DefaultLadder(kv.cache.layers);
-  bad_ladder.ladder[0].cachegen_bins[0][0] = 2;
+  bad_ladder.ladder[0].step_multiplier[1] = 0.0f;
   ProfileBuilder c(bad_ladder);
   ASSERT_TRUE(c.AddSample(kv.cache.keys(), kv.cache.values()).ok());
   EXPECT_FALSE(c.Build().ok());

@@ -269,7 +269,7 @@ TEST(SumComponents, EveryKernelGivesTheExactIntegerSums) {
 TEST(TransformProfile, SavesLoadsAndRefusesCorruptSections) {
   const Profile& p = TransformProfile();
   ASSERT_TRUE(p.Supports(QuantScheme::kTransform));
-  const ProfileData& d = p.data();
+  const ProfileData& d = DataOf(p);
   EXPECT_EQ(d.transform.rope.head_dim, Kv().model->config().rope().head_dim);
   for (const ProfileTransformLevel& level : d.transform.levels) {
     for (uint32_t kept : level.kept) EXPECT_LE(kept, static_cast<uint32_t>(p.channels()));
@@ -351,7 +351,7 @@ struct Slice {
   const int16_t* basis;  // B = round(u * 2^14)
 };
 Slice SliceOf(int layer, int kv, Level level) {
-  const ProfileData& d = TransformProfile().data();
+  const ProfileData& d = DataOf(TransformProfile());
   const ProfileTransformLevel& lvl = d.transform.levels[level - 1];
   const size_t slice = static_cast<size_t>(layer) * 2 + kv;
   return {d.channels, lvl.steps[slice], lvl.kept[slice], d.transform.means.data() + d.Index(layer, kv, 0), d.Basis(layer, kv)};
@@ -361,7 +361,7 @@ Slice SliceOf(int layer, int kv, Level level) {
 std::vector<double> Weights(std::vector<float> row, int layer, int kv, int64_t position, Level level) {
   const Slice s = SliceOf(layer, kv, level);
   const int C = s.channels;
-  const codec::RopeTable rope(TransformProfile().data().transform.rope, position, 1);
+  const codec::RopeTable rope(DataOf(TransformProfile()).transform.rope, position, 1);
   if (kv == 0) rope.Unrotate(row.data(), 0, C);
   std::vector<double> w(static_cast<size_t>(C));
   for (int j = 0; j < C; ++j) {
@@ -374,7 +374,7 @@ std::vector<double> Weights(std::vector<float> row, int layer, int kv, int64_t p
 
 CodedSegment ReadSegment(const std::vector<uint8_t>& chunk, const SegmentInfo& seg, int64_t tokens, int64_t sink_rows,
                          Level level) {
-  const ProfileData& d = TransformProfile().data();
+  const ProfileData& d = DataOf(TransformProfile());
   const int kv = seg.tensor == SegmentTensor::kKeys ? 0 : 1;
   const Slice s = SliceOf(static_cast<int>(seg.layer), kv, level);
   const auto models = d.transform.levels[level - 1].bank.ChannelModels(d.Index(static_cast<int>(seg.layer), kv, 0), s.kept);
@@ -385,7 +385,7 @@ CodedSegment ReadSegment(const std::vector<uint8_t>& chunk, const SegmentInfo& s
 // of the decoder: exact integer sums, then the mean and step, the escaped components in order, RoPE.
 std::vector<float> Reconstruct(const uint8_t* symbols, const CodedSegment& coded, size_t* next_escape, int layer, int kv,
                                int64_t position, Level level) {
-  const ProfileData& d = TransformProfile().data();
+  const ProfileData& d = DataOf(TransformProfile());
   const Slice s = SliceOf(layer, kv, level);
   const int C = s.channels;
   const float scaled_step = s.step * (1.0f / 16384.0f);
@@ -512,7 +512,7 @@ TEST(TransformChunk, ALevelThatKeepsNoComponentDecodesToTheMeans) {
   ASSERT_TRUE(builder.AddSample(SliceTokens(kv.cache.keys(), 0, kSampleTokens), SliceTokens(kv.cache.values(), 0, kSampleTokens)).ok());
   auto profile = builder.Build();
   ASSERT_TRUE(profile.ok()) << profile.status().ToString();
-  for (uint32_t kept : profile->data().transform.levels[1].kept) ASSERT_EQ(kept, 0u);
+  for (uint32_t kept : DataOf(*profile).transform.levels[1].kept) ASSERT_EQ(kept, 0u);
   const Tensor k = CopyOf(kv.cache.keys(), DType::kF32, Layout::kDense, 8, 24);
   const Tensor v = CopyOf(kv.cache.values(), DType::kF32, Layout::kDense, 8, 24);
   ChunkInput in;
@@ -529,7 +529,7 @@ TEST(TransformChunk, ALevelThatKeepsNoComponentDecodesToTheMeans) {
   DecodeOptions o;
   o.profile = &*profile;
   ASSERT_TRUE(DecodeChunk(bytes->data(), bytes->size(), o, dk.view, dv.view).ok());
-  const ProfileData& d = profile->data();
+  const ProfileData& d = DataOf(*profile);
   for (int64_t l = 0; l < k.view.layers(); ++l) {
     for (int64_t c = 0; c < k.view.channels(); ++c) {
       // Values: exactly mean + step * 0. Keys: the de-rotated mean, rotated to the row's position.

@@ -81,7 +81,7 @@ inline const Profile* ProfileFor(uint32_t layers, uint32_t channels) {
   auto p = builder.Build();
   if (!p.ok()) return nullptr;
   if (channels % 2 == 0) {
-    ProfileData data = p->data();
+    ProfileData data = DataOf(*p);
     AddMadeUpTransform(&data);
     AddMadeUpPrediction(&data);
     data.Finalize();

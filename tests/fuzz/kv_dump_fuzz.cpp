@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kvstream/kv_dump.h"
-#include "model/zip_crc32.h"
+#include "model/zip_archive.h"
 
 namespace {
 

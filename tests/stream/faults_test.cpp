@@ -8,6 +8,7 @@
 #include <future>
 #include <thread>
 
+#include "stream/testing/fault_injection.h"
 #include "tests/stream/stream_fixture.h"
 
 namespace kvstream::testing {
@@ -15,8 +16,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::unique_ptr<Sender> StartSender(SenderOptions options) {
-  auto sender = Sender::Start(std::move(options));
+// A sender of StoriesKv() as "gpl", its chunk sends passed through `faults` (none by default).
+std::unique_ptr<Sender> StartSender(SenderOptions options, FaultHook faults = nullptr) {
+  auto sender = SenderTestPeer::StartWithFaults(std::move(options), std::move(faults));
   EXPECT_TRUE(sender.ok()) << sender.status().ToString();
   if (!sender.ok()) return nullptr;
   EXPECT_TRUE((*sender)->Register("gpl", SpecOf(StoriesKv())).ok());
@@ -42,10 +44,10 @@ bool Eventually(F done) {
 TEST(Faults, CorruptedChunkIsRerequestedOnceAndThenArrivesIntact) {
   std::atomic<int> corrupted{0};
   SenderOptions options = TestSenderOptions();
-  options.fault_hook = [&](const ChunkRequest& r) {
+  const FaultHook faults = [&](const ChunkRequest& r) {
     return r.chunk == 2 && corrupted.fetch_add(1) == 0 ? FaultAction::kCorrupt : FaultAction::kNone;
   };
-  auto sender = StartSender(options);
+  auto sender = StartSender(options, faults);
   Destination got(StoriesKv());
   auto result = FetchOnce(sender->port(), got, 1);
   ASSERT_TRUE(result.ok()) << result.status().ToString();
@@ -55,8 +57,8 @@ TEST(Faults, CorruptedChunkIsRerequestedOnceAndThenArrivesIntact) {
 
 TEST(Faults, ChunkCorruptedTwiceFailsTheFetchNamingTheCrc) {
   SenderOptions options = TestSenderOptions();
-  options.fault_hook = [](const ChunkRequest& r) { return r.chunk == 3 ? FaultAction::kCorrupt : FaultAction::kNone; };
-  auto sender = StartSender(options);
+  const FaultHook faults = [](const ChunkRequest& r) { return r.chunk == 3 ? FaultAction::kCorrupt : FaultAction::kNone; };
+  auto sender = StartSender(options, faults);
   Destination got(StoriesKv());
   auto result = FetchOnce(sender->port(), got, kLevelInt8);
   ASSERT_FALSE(result.ok());
@@ -67,8 +69,8 @@ TEST(Faults, ChunkCorruptedTwiceFailsTheFetchNamingTheCrc) {
 
 TEST(Faults, StalledSenderTimesOutWithoutDisturbingOtherSessions) {
   SenderOptions options = TestSenderOptions();
-  options.fault_hook = [](const ChunkRequest& r) { return r.level == 2 && r.chunk == 1 ? FaultAction::kDrop : FaultAction::kNone; };
-  auto sender = StartSender(options);
+  const FaultHook faults = [](const ChunkRequest& r) { return r.level == 2 && r.chunk == 1 ? FaultAction::kDrop : FaultAction::kNone; };
+  auto sender = StartSender(options, faults);
   ReceiverOptions short_timeout = TestReceiverOptions();
   short_timeout.chunk_timeout_ms = 500;
   Destination stalled(StoriesKv());
@@ -89,12 +91,12 @@ TEST(Faults, SenderKilledMidStreamFailsTheFetchPromptly) {
   std::promise<void> reached;
   std::atomic<bool> once{false};
   SenderOptions options = TestSenderOptions();
-  options.fault_hook = [&](const ChunkRequest& r) {
+  const FaultHook faults = [&](const ChunkRequest& r) {
     if (r.chunk != 2) return FaultAction::kNone;
     if (!once.exchange(true)) reached.set_value();
     return FaultAction::kDrop;
   };
-  auto sender = StartSender(options);
+  auto sender = StartSender(options, faults);
   ReceiverOptions long_timeout = TestReceiverOptions();
   long_timeout.chunk_timeout_ms = 60000;  // the failure must come from the lost connection, not a timeout
   Destination got(StoriesKv());

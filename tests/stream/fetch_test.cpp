@@ -161,7 +161,7 @@ TEST_F(FetchTest, WithAProfileLevelsAreSmallerAdvertiseTheirQualityAndNeedThePro
 // profile, the scheme's own measured quality in the manifest, and exactly a local decode at the receiver.
 TEST_F(FetchTest, TheTransformSchemesServeSmallerChunksThatDecodeLikeALocalDecode) {
   for (QuantScheme scheme : {QuantScheme::kTransform, QuantScheme::kPredicted}) {
-    SCOPED_TRACE(QuantSchemeName(scheme));
+    SCOPED_TRACE(SchemeName(scheme));
     CheckTransformScheme(scheme);
   }
 }
@@ -241,7 +241,7 @@ void FetchTest::CheckTransformScheme(QuantScheme scheme) {
 TEST_F(FetchTest, TextChunksAreRecomputedWithTheReceiversModel) {
   const RealKv& kv = StoriesKv();
   ReceiverOptions options = TestReceiverOptions();
-  options.model = kv.model.get();
+  options.text_recomputer = MakeTextRecomputer(*kv.model);
   auto receiver = Connect(options);
   ASSERT_TRUE(receiver);
   Destination got(kv);
@@ -278,14 +278,14 @@ TEST_F(FetchTest, TextChunksAreRecomputedWithTheReceiversModel) {
   }
 }
 
-TEST_F(FetchTest, TextWithoutAModelFailsSayingSo) {
+TEST_F(FetchTest, TextWithoutARecomputerFailsSayingSo) {
   auto receiver = Connect();
   const RealKv& kv = StoriesKv();
   Destination got(kv);
   FixedLevelPolicy policy(kLevelText);
   auto result = receiver->Fetch("gpl", got.keys, got.values, 10.0, policy);
   ASSERT_FALSE(result.ok());
-  EXPECT_NE(result.status().message().find("needs a model"), std::string::npos) << result.status().ToString();
+  EXPECT_NE(result.status().message().find("needs a TextRecomputer"), std::string::npos) << result.status().ToString();
 }
 
 TEST_F(FetchTest, UnknownContextLevelOrShapeIsRefused) {

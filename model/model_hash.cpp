@@ -1,7 +1,7 @@
 // ModelHash: FNV-1a over the architecture fields that make two models' KV caches interchangeable.
 #include <cstring>
 
-#include "kvstream/stream.h"
+#include "kvstream/model.h"
 
 namespace kvstream {
 
