@@ -74,7 +74,7 @@ struct EncodeOptions {
   // Fine rows (transform and predicted schemes only; ignored by the others and when fine_level is not
   // finer than level): the coded tokens whose ChunkInput::importance (required then) is at least
   // fine_min_importance are coded at fine_level. Errors in the few tokens attention concentrates on cost
-  // the most, so this buys more quality per bit than a finer level everywhere (docs/rate-distortion.md,
+  // the most, so this buys more quality per bit than a finer level everywhere (lab/rate-distortion.md,
   // "Fine rows"). FineRowsThreshold picks the value for a share of a context's tokens. Infinity: none.
   float fine_min_importance = std::numeric_limits<float>::infinity();
   Level fine_level = 2;

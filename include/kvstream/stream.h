@@ -56,7 +56,7 @@ struct SenderOptions {
   QuantScheme scheme = QuantScheme::kChannelUniform;
   // Transform and predicted levels code this fraction of each context's tokens, those that received the
   // most attention (ContextSpec::importance), at fine_level (EncodeOptions::fine_min_importance): smaller
-  // at equal quality (docs/rate-distortion.md, "Fine rows"). 0: none.
+  // at equal quality (lab/rate-distortion.md, "Fine rows"). 0: none.
   double fine_fraction = 0.0;
   Level fine_level = 2;
   // Encoded chunks kept in memory across all contexts; the rest are re-encoded when asked for.
