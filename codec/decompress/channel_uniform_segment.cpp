@@ -104,17 +104,14 @@ class ChannelUniformSegment : public LossySegment {
 
 Status DecodeChannelUniformSegments(const LossySegments& g) {
   std::optional<ChannelUniformSegment> segments[kRansMaxTogether];
-  LossySegment* frames[kRansMaxTogether];
-  for (size_t i = 0; i < g.count; ++i) {
-    const SegmentInfo& seg = g.info.segments[g.first + i];
-    segments[i].emplace(g.chunk, g.info, g.profile, seg, seg.tensor == SegmentTensor::kKeys ? g.keys_out : g.values_out);
-    KVSTREAM_RETURN_IF_ERROR(segments[i]->Parse());
-    frames[i] = &*segments[i];
-  }
-  Status rans[kRansMaxTogether];
-  LossySegment::DecodeStreamsTogether(frames, g.count, rans);
-  for (size_t i = 0; i < g.count; ++i) KVSTREAM_RETURN_IF_ERROR(segments[i]->Dequantise(rans[i]));
-  return Status::Ok();
+  return LossySegment::DecodeGroup(
+      g.count,
+      [&](size_t i) -> ChannelUniformSegment& {
+        const SegmentInfo& seg = g.info.segments[g.first + i];
+        return segments[i].emplace(g.chunk, g.info, g.profile, seg,
+                                   seg.tensor == SegmentTensor::kKeys ? g.keys_out : g.values_out);
+      },
+      [&](size_t i, const Status& rans) { return segments[i]->Dequantise(rans); });
 }
 
 }  // namespace kvstream::codec

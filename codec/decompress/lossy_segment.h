@@ -50,6 +50,23 @@ class LossySegment {
   // together after the others); rans[i] is segment i's outcome.
   static void DecodeStreamsTogether(LossySegment* const* segments, size_t n, Status* rans);
 
+  // A group of n <= kRansMaxTogether segments of one scheme: segment_at(i) constructs segment i and returns
+  // it (a LossySegment subclass with Parse()); each is parsed, their streams decoded together, then
+  // finish(i, rans outcome of segment i) writes it. Returns the first error, in that order.
+  template <typename SegmentAt, typename Finish>
+  static Status DecodeGroup(size_t n, SegmentAt segment_at, Finish finish) {
+    LossySegment* frames[kRansMaxTogether];
+    for (size_t i = 0; i < n; ++i) {
+      auto& segment = segment_at(i);
+      KVSTREAM_RETURN_IF_ERROR(segment.Parse());
+      frames[i] = &segment;
+    }
+    Status rans[kRansMaxTogether];
+    DecodeStreamsTogether(frames, n, rans);
+    for (size_t i = 0; i < n; ++i) KVSTREAM_RETURN_IF_ERROR(finish(i, rans[i]));
+    return Status::Ok();
+  }
+
  protected:
   int64_t tokens() const { return info_.tokens; }
   int64_t channels() const { return info_.channels; }

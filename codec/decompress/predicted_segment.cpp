@@ -15,21 +15,9 @@
 
 namespace kvstream::codec {
 
-class PredictedSegment : public ComponentSegment {
+class PredictedSegment final : public ComponentSegment {
  public:
   using ComponentSegment::ComponentSegment;
-
-  // Reads the frame with each stream's kept components and tables from the profile's prediction section,
-  // and its step from the transform section.
-  Status Parse() {
-    KVSTREAM_RETURN_IF_ERROR(ReadCounts());
-    if (!profile_.Supports(QuantScheme::kPredicted)) {
-      return Status::CorruptData(what() + ": a predicted chunk, but its profile has no prediction");
-    }
-    SetLevel(info_.level, &coded_);
-    if (!info_.fine_rows.empty()) SetLevel(info_.fine_level, &fine_);
-    return ReadFrameAfterModels();
-  }
 
   // Given how the segment's rANS streams decoded, writes the sink rows, which take no part in the
   // prediction, and lays out the coded rows' integer weights and escapes for ReconstructRows.
@@ -71,9 +59,9 @@ class PredictedSegment : public ComponentSegment {
   }
 
  private:
-  // The slice's kept components and tables (prediction section) and step (transform section) at `level`
-  // (1-based).
-  void SetLevel(Level level, CodedStream* c) const {
+  // The kept components and tables from the profile's prediction section, the step from its transform
+  // section.
+  void SetLevel(Level level, CodedStream* c) const override {
     const ProfileData& d = DataOf(profile_);
     const size_t index = static_cast<size_t>(level - 1);
     const size_t slice = static_cast<size_t>(seg_.layer) * 2 + static_cast<size_t>(kv());
@@ -89,20 +77,16 @@ PredictedChunk::PredictedChunk(const ChunkInfo& info, const Profile& profile)
 PredictedChunk::~PredictedChunk() = default;
 
 Status PredictedChunk::Prepare(const LossySegments& g) {
-  LossySegment* frames[kRansMaxTogether];
-  for (size_t i = 0; i < g.count; ++i) {
-    const SegmentInfo& seg = g.info.segments[g.first + i];
-    const bool keys = seg.tensor == SegmentTensor::kKeys;
-    std::unique_ptr<PredictedSegment>& s = segments_[g.first + i];
-    s = std::make_unique<PredictedSegment>(g.chunk, g.info, profile_, seg, keys ? g.keys_out : g.values_out,
-                                           keys ? g.rope : nullptr);
-    KVSTREAM_RETURN_IF_ERROR(s->Parse());
-    frames[i] = s.get();
-  }
-  Status rans[kRansMaxTogether];
-  LossySegment::DecodeStreamsTogether(frames, g.count, rans);
-  for (size_t i = 0; i < g.count; ++i) KVSTREAM_RETURN_IF_ERROR(segments_[g.first + i]->Prepare(rans[i]));
-  return Status::Ok();
+  return LossySegment::DecodeGroup(
+      g.count,
+      [&](size_t i) -> PredictedSegment& {
+        const SegmentInfo& seg = g.info.segments[g.first + i];
+        const bool keys = seg.tensor == SegmentTensor::kKeys;
+        segments_[g.first + i] = std::make_unique<PredictedSegment>(
+            g.chunk, g.info, profile_, seg, keys ? g.keys_out : g.values_out, keys ? g.rope : nullptr);
+        return *segments_[g.first + i];
+      },
+      [&](size_t i, const Status& rans) { return segments_[g.first + i]->Prepare(rans); });
 }
 
 void PredictedChunk::Reconstruct(int64_t first, int64_t rows) const {

@@ -17,7 +17,14 @@
 
 namespace kvstream::codec {
 
-Status ComponentSegment::ReadFrameAfterModels() {
+Status ComponentSegment::Parse() {
+  KVSTREAM_RETURN_IF_ERROR(ReadCounts());
+  if (!profile_.Supports(info_.scheme)) {
+    return Status::CorruptData(what() + ": a " + SchemeName(info_.scheme) + " chunk, but its profile has no " +
+                               (info_.scheme == QuantScheme::kPredicted ? "prediction" : "transform"));
+  }
+  SetLevel(info_.level, &coded_);
+  if (!info_.fine_rows.empty()) SetLevel(info_.fine_level, &fine_);
   KVSTREAM_RETURN_IF_ERROR(CountSymbols(coded_.models.size(), fine_.models.size()));
   KVSTREAM_RETURN_IF_ERROR(ReadSinkRows());
   return ReadStreams();
@@ -51,21 +58,9 @@ int ComponentSegment::WeightClasses(WeightRows classes[2]) const {
 
 namespace {
 
-class TransformSegment : public ComponentSegment {
+class TransformSegment final : public ComponentSegment {
  public:
   using ComponentSegment::ComponentSegment;
-
-  // Reads the frame with each stream's kept components, tables and step from the profile's transform
-  // section.
-  Status Parse() {
-    KVSTREAM_RETURN_IF_ERROR(ReadCounts());
-    if (!profile_.Supports(QuantScheme::kTransform)) {
-      return Status::CorruptData(what() + ": a transform chunk, but its profile has no transform");
-    }
-    SetLevel(info_.level, &coded_);
-    if (!info_.fine_rows.empty()) SetLevel(info_.fine_level, &fine_);
-    return ReadFrameAfterModels();
-  }
 
   // Given how the segment's rANS streams decoded, writes its rows: sinks as stored, then each coded row
   // from the integer sums of its weights against the basis, the mean and step, the escaped components
@@ -102,8 +97,8 @@ class TransformSegment : public ComponentSegment {
   }
 
  private:
-  // The (layer, K/V)'s kept components, tables and step at `level` (1-based).
-  void SetLevel(Level level, CodedStream* c) const {
+  // From the profile's transform section.
+  void SetLevel(Level level, CodedStream* c) const override {
     const ProfileData& d = DataOf(profile_);
     const ProfileTransformLevel& lvl = d.transform.levels[static_cast<size_t>(level - 1)];
     const size_t slice = static_cast<size_t>(seg_.layer) * 2 + static_cast<size_t>(kv());
@@ -116,18 +111,15 @@ class TransformSegment : public ComponentSegment {
 
 Status DecodeTransformSegments(const LossySegments& g) {
   std::optional<TransformSegment> segments[kRansMaxTogether];
-  LossySegment* frames[kRansMaxTogether];
-  for (size_t i = 0; i < g.count; ++i) {
-    const SegmentInfo& seg = g.info.segments[g.first + i];
-    const bool keys = seg.tensor == SegmentTensor::kKeys;
-    segments[i].emplace(g.chunk, g.info, *g.profile, seg, keys ? g.keys_out : g.values_out, keys ? g.rope : nullptr);
-    KVSTREAM_RETURN_IF_ERROR(segments[i]->Parse());
-    frames[i] = &*segments[i];
-  }
-  Status rans[kRansMaxTogether];
-  LossySegment::DecodeStreamsTogether(frames, g.count, rans);
-  for (size_t i = 0; i < g.count; ++i) KVSTREAM_RETURN_IF_ERROR(segments[i]->Reconstruct(rans[i]));
-  return Status::Ok();
+  return LossySegment::DecodeGroup(
+      g.count,
+      [&](size_t i) -> TransformSegment& {
+        const SegmentInfo& seg = g.info.segments[g.first + i];
+        const bool keys = seg.tensor == SegmentTensor::kKeys;
+        return segments[i].emplace(g.chunk, g.info, *g.profile, seg, keys ? g.keys_out : g.values_out,
+                                   keys ? g.rope : nullptr);
+      },
+      [&](size_t i, const Status& rans) { return segments[i]->Reconstruct(rans); });
 }
 
 }  // namespace kvstream::codec

@@ -20,11 +20,16 @@ class ComponentSegment : public LossySegment {
   ComponentSegment(const uint8_t* chunk, const ChunkInfo& info, const Profile& profile, const SegmentInfo& seg,
                    const TensorView& out, const RopeTable* rope)
       : LossySegment(chunk, info, seg, out), profile_(profile), rope_(rope) {}
+  virtual ~ComponentSegment() = default;
+
+  // Reads the frame, each stream's kept components, tables and step taken from the profile at its level
+  // (SetLevel): the counts, the symbol counts, the sink rows and the streams.
+  Status Parse();
 
  protected:
-  // The rest of the frame once the scheme has read the counts (ReadCounts) and set each stream's models
-  // and step: the symbol counts, the sink rows and the streams.
-  Status ReadFrameAfterModels();
+  // The (layer, K/V)'s kept components, tables and step at `level` (1-based), from the scheme's section of
+  // the profile.
+  virtual void SetLevel(Level level, CodedStream* c) const = 0;
   // Each stream's integer weights (CodedStream::weights: its rows x WeightStride(its components); an
   // escape's weight is 0), their escaped components into escaped_ (by row, then component) and each coded
   // row's scaled step into row_scales_.
