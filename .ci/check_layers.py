@@ -31,8 +31,8 @@ ALLOWED = {
     "measure": {"common", "codec", "model", "transport", "scheduler", "stream"},
     "cuda": {"common", "codec"},
     "bindings": set(PRODUCT),
-    "bench": set(PRODUCT),
-    "tools": set(PRODUCT) | {"bench"},
+    "bench": set(PRODUCT) | {"cuda"},
+    "tools": set(PRODUCT) | {"bench", "cuda"},
     "lab": set(PRODUCT) | {"bench"},
     "tests": set(PRODUCT) | {"bench", "tools", "cuda", "bindings"},
 }
@@ -43,7 +43,8 @@ for room, uses in ALLOWED.items():  # the codec's parts count as the codec for e
 # Which room each public header belongs to.
 PUBLIC_HEADERS = {
     "status.h": "common", "tensor.h": "common", "rope.h": "common", "text_recomputer.h": "common",
-    "codec.h": "codec", "level.h": "codec", "profile.h": "codec", "scheme.h": "codec",
+    "codec.h": "codec", "level.h": "codec", "profile.h": "codec", "scheme.h": "codec", "kv_destination.h": "codec",
+    "cuda.h": "cuda",
     "model.h": "model", "kv_dump.h": "model", "quality.h": "model",
     "transport.h": "transport", "manifest.h": "transport",
     "scheduler.h": "scheduler", "level_policy.h": "scheduler",
@@ -114,11 +115,12 @@ TARGET_ROOMS = [
     (re.compile(r"^kvstream_codec_(common|compress|decompress)$"), None),  # codec/<part>
     (re.compile(r"^kvstream_codec$"), "codec"),
     (re.compile(r"^kvstream_(model|transport|scheduler|stream|measure|cuda|bench)$"), None),
+    (re.compile(r"^kvstream_cuda_(plan|host_launch)$"), "cuda"),
     (re.compile(r"^kvstream_bindings|^_kvstream$"), "bindings"),
     (re.compile(r"^(rans_bench|transform_sum_bench|gpu_bench)$"), "bench"),
     (re.compile(r"^kvstream$"), "tools"),
     (re.compile(r"^(kvstream_lab_.*|kvstream_rd_study|lab_.*)$"), "lab"),
-    (re.compile(r".*(_test|_fuzz|_fuzz_seeds|_golden)$"), "tests"),
+    (re.compile(r".*(_test|_fuzz|_fuzz_seeds|_golden)$|^kvstream_gpu_check$"), "tests"),
 ]
 
 

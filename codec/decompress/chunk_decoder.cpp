@@ -5,7 +5,6 @@
 // layers depend on each other, so its segments are only entropy-decoded in that pass; a second one
 // reconstructs blocks of positions in parallel, each through every layer in order.
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -38,26 +37,6 @@ Status CheckDestination(const TensorView& view, const char* what, const ChunkInf
   return Status::Ok();
 }
 
-Status CheckProfile(const ChunkInfo& info, const Profile* profile) {
-  if (info.profile_hash == 0) return Status::Ok();
-  char want[20], have[20];
-  std::snprintf(want, sizeof want, "%016llx", static_cast<unsigned long long>(info.profile_hash));
-  if (profile == nullptr) {
-    return Status::InvalidArgument(std::string("decode: the chunk needs profile ") + want + " and none was given");
-  }
-  std::snprintf(have, sizeof have, "%016llx", static_cast<unsigned long long>(profile->hash()));
-  if (profile->hash() != info.profile_hash) {
-    return Status::InvalidArgument(std::string("decode: the chunk was encoded with profile ") + want + " but profile " +
-                                   have + " ('" + profile->model() + "') was given");
-  }
-  if (profile->layers() != info.layers || profile->channels() != info.channels ||
-      info.level > static_cast<Level>(profile->ladder().size())) {
-    return Status::CorruptData("decode: chunk shape " + std::to_string(info.layers) + " x " + std::to_string(info.channels) +
-                               " at level " + std::to_string(info.level) + " does not fit its profile");
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Status DecodeChunk(const uint8_t* data, size_t size, const DecodeOptions& options, const TensorView& keys_out,
@@ -68,7 +47,7 @@ Status DecodeChunk(const uint8_t* data, size_t size, const DecodeOptions& option
   }
   KVSTREAM_RETURN_IF_ERROR(CheckDestination(keys_out, "keys_out", info));
   KVSTREAM_RETURN_IF_ERROR(CheckDestination(values_out, "values_out", info));
-  KVSTREAM_RETURN_IF_ERROR(CheckProfile(info, options.profile));
+  KVSTREAM_RETURN_IF_ERROR(codec::CheckChunkProfile(info, options.profile));
   if (!IsLossyLevel(info.level)) {
     return codec::RunParallel(info.segments.size(), options.threads, options.parallel_for,
                               codec::WithFencedStores([&](size_t i) -> Status {

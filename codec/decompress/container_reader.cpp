@@ -2,6 +2,7 @@
 // container_reader.h and docs/format.md).
 #include "codec/decompress/container_reader.h"
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -57,13 +58,14 @@ Status VerifySegment(const uint8_t* data, const SegmentInfo& segment) {
   return Status::Ok();
 }
 
-Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLimits& limits, bool verify_segments) {
+Result<ChunkInfo> ReadContainerHeader(const uint8_t* data, size_t available, size_t size, const DecodeLimits& limits) {
   if (data == nullptr && size != 0) return Status::InvalidArgument("chunk: data is null");
+  if (available > size) available = size;
   if (size > limits.max_chunk_bytes) {
     return Status::ResourceExhausted("chunk: " + std::to_string(size) + " bytes exceeds limit " +
                                      std::to_string(limits.max_chunk_bytes));
   }
-  ByteReader in(data, size, "chunk header");
+  ByteReader in(data, available, "chunk header");
   uint8_t magic[4];
   KVSTREAM_RETURN_IF_ERROR(in.Read(magic, 4, "magic"));
   if (std::memcmp(magic, kChunkMagic, 4) != 0) return Status::CorruptData("chunk header: bad magic (not a kvstream chunk)");
@@ -197,6 +199,10 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
                                (fine_rows ? " and fine-row map" : "") + " need " + std::to_string(header_bytes) +
                                " bytes but the chunk has " + std::to_string(size));
   }
+  if (header_bytes > available) {
+    return Status::InvalidArgument("chunk header: the host copy holds " + std::to_string(available) + " bytes of the " +
+                                   std::to_string(header_bytes) + "-byte header");
+  }
   uint32_t stored_crc = 0;
   std::memcpy(&stored_crc, data + header_bytes - 4, 4);
   const uint32_t crc = Crc32c(data, header_bytes - 4);
@@ -246,6 +252,31 @@ Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLi
     return Status::CorruptData("segment index: segments end at " + std::to_string(expected_offset) + " but the chunk has " +
                                std::to_string(size) + " bytes");
   }
+  return info;
+}
+
+Status CheckChunkProfile(const ChunkInfo& info, const Profile* profile) {
+  if (info.profile_hash == 0) return Status::Ok();
+  char want[20], have[20];
+  std::snprintf(want, sizeof want, "%016llx", static_cast<unsigned long long>(info.profile_hash));
+  if (profile == nullptr) {
+    return Status::InvalidArgument(std::string("decode: the chunk needs profile ") + want + " and none was given");
+  }
+  std::snprintf(have, sizeof have, "%016llx", static_cast<unsigned long long>(profile->hash()));
+  if (profile->hash() != info.profile_hash) {
+    return Status::InvalidArgument(std::string("decode: the chunk was encoded with profile ") + want + " but profile " +
+                                   have + " ('" + profile->model() + "') was given");
+  }
+  if (profile->layers() != info.layers || profile->channels() != info.channels ||
+      info.level > static_cast<Level>(profile->ladder().size())) {
+    return Status::CorruptData("decode: chunk shape " + std::to_string(info.layers) + " x " + std::to_string(info.channels) +
+                               " at level " + std::to_string(info.level) + " does not fit its profile");
+  }
+  return Status::Ok();
+}
+
+Result<ChunkInfo> ReadContainer(const uint8_t* data, size_t size, const DecodeLimits& limits, bool verify_segments) {
+  KVSTREAM_ASSIGN_OR_RETURN(ChunkInfo info, ReadContainerHeader(data, size, size, limits));
   if (verify_segments) {
     for (const SegmentInfo& s : info.segments) KVSTREAM_RETURN_IF_ERROR(VerifySegment(data, s));
   }

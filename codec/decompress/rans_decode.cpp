@@ -9,6 +9,7 @@
 
 #include "codec/common/cpu_features.h"
 #include "codec/common/rans.h"
+#include "codec/common/rans_header_bits.h"
 #include "codec/common/rans_step.h"
 #include "codec/decompress/rans_group_kernels.h"
 
@@ -75,44 +76,6 @@ void DecodeGroups(RansGroupCursor* const* streams, size_t n) {
 #endif
   for (size_t i = 0; i < n; ++i) DecodeGroupsPortable(*streams[i]);
 }
-
-// Reads bits packed into bytes least significant first, as the stream's header stores them (docs/rans.md,
-// "Stream layout"). Past the end it reads zeros and remembers that it overran.
-class HeaderBits {
- public:
-  HeaderBits(const uint8_t* data, size_t size) : data_(data), size_(size) {}
-
-  // The next `count` bits, count <= 64.
-  uint64_t Get(int count) {
-    if (count > 32) {
-      const uint64_t low = Get(32);
-      return low | Get(count - 32) << 32;
-    }
-    for (; pending_bits_ < count; ++next_, pending_bits_ += 8) {
-      if (next_ >= size_) {
-        overran_ = true;
-        continue;
-      }
-      pending_ |= uint64_t{data_[next_]} << pending_bits_;
-    }
-    const uint64_t value = pending_ & ((uint64_t{1} << count) - 1);
-    pending_ >>= count;
-    pending_bits_ -= count;
-    return value;
-  }
-
-  size_t bytes_read() const { return next_; }
-  bool overran() const { return overran_; }
-  bool spare_bits_zero() const { return pending_ == 0; }
-
- private:
-  const uint8_t* data_;
-  size_t size_;
-  size_t next_ = 0;
-  uint64_t pending_ = 0;
-  int pending_bits_ = 0;
-  bool overran_ = false;
-};
 
 // One stream: Start validates it and loads its states, the group kernels take its bulk through
 // cursor(), Finish decodes the rest with the checked step and checks how the stream ends.
@@ -232,7 +195,7 @@ class StreamDecoder {
   // [1, 2^64) for a whole tail. *header_bytes = the header's size, the tail's group count included.
   Status ReadHeader(size_t lanes, size_t* header_bytes) {
     const size_t first = tail_field_ ? 1 : 0;
-    HeaderBits bits(job_.data + first, job_.size - first);
+    RansHeaderBits bits(job_.data + first, job_.size - first);
     if (tail_groups_ > 0 && !whole_tail_) {
       for (uint32_t& words : tail_words_) words = bits.Get(1) == 0 ? 0 : 1 + static_cast<uint32_t>(bits.Get(1));
     }

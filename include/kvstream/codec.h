@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "kvstream/kv_destination.h"
 #include "kvstream/level.h"
 #include "kvstream/profile.h"
 #include "kvstream/scheme.h"
@@ -146,6 +147,12 @@ float FineRowsThreshold(const float* importance, int64_t tokens, double fraction
 // holds no KV: DecodeChunk returns kInvalidArgument; use DecodeChunkTokens and recompute.
 Status DecodeChunk(const uint8_t* data, size_t size, const DecodeOptions& options, const TensorView& keys_out,
                    const TensorView& values_out);
+
+// Decodes a chunk into a host KvDestination (any layout of kvstream/kv_destination.h): token t goes to
+// context position token_begin + t, every value exactly as DecodeChunk gives it. The chunk's layers and
+// channels must match the destination's, and each of its positions must lie inside it (checked, with its
+// block-table entry, before anything is written). The GPU decoder (kvstream/cuda.h) writes the same bits.
+Status DecodeChunkInto(const uint8_t* data, size_t size, const DecodeOptions& options, const KvDestination& destination);
 
 // Validates the header, index and every CRC without decoding; cheap (one pass of CRC32C).
 Result<ChunkInfo> InspectChunk(const uint8_t* data, size_t size, const DecodeLimits& limits = {});

@@ -1,0 +1,217 @@
+// The host's half of a GPU decode (decode_plan.h).
+#include "cuda/decode_plan.h"
+
+#include <string>
+
+#include "codec/common/kv_address.h"
+#include "codec/common/profile_data.h"
+#include "codec/decompress/container_reader.h"
+#include "cuda/kernels/entropy_kernel.h"
+#include "cuda/kernels/frame_kernel.h"
+#include "cuda/kernels/reconstruct_kernel.h"
+#include "cuda/kernels/table_kernel.h"
+
+namespace kvstream::cuda {
+namespace {
+
+size_t AlignUp(size_t n) { return (n + 255) / 256 * 256; }
+
+Status CheckScheme(const ChunkInfo& info, size_t chunk) {
+  if (info.level == kLevelText) {
+    return Status::InvalidArgument("chunk " + std::to_string(chunk) +
+                                   ": a text-level chunk holds token ids, not KV; recompute them with the model");
+  }
+  if (IsLossyLevel(info.level) && info.scheme != QuantScheme::kChannelUniform) {
+    return Status::Unsupported("chunk " + std::to_string(chunk) + ": the GPU decoder does not decode the " +
+                               SchemeName(info.scheme) + " scheme yet (fp16, int8 and channel-uniform only)");
+  }
+  return Status::Ok();
+}
+
+Status CheckDestinationFits(const ChunkInfo& info, const KvDestination& d, size_t chunk) {
+  if (d.layers != info.layers || d.channels() != info.channels) {
+    return Status::InvalidArgument("destination: " + std::to_string(d.layers) + " layers x " +
+                                   std::to_string(d.channels()) + " channels but chunk " + std::to_string(chunk) +
+                                   " has " + std::to_string(info.layers) + " x " + std::to_string(info.channels));
+  }
+  const int64_t first = info.token_begin - d.position_offset;
+  if (first < 0 || first + info.tokens > d.positions) {
+    return Status::InvalidArgument("destination: chunk " + std::to_string(chunk) + "'s positions [" +
+                                   std::to_string(info.token_begin) + ", " + std::to_string(info.token_begin + info.tokens) +
+                                   ") are outside its " + std::to_string(d.positions) + " positions from " +
+                                   std::to_string(d.position_offset));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+ProfileTables ProfileImage::HostTables() const {
+  ProfileTables t;
+  t.layers = layers;
+  t.channels = channels;
+  t.levels = levels;
+  t.means = means.data();
+  t.steps = steps.data();
+  t.slots = slots.data();
+  t.channel_table = channel_table.data();
+  return t;
+}
+
+Result<ProfileImage> MakeProfileImage(const Profile& profile) {
+  const ProfileData& d = DataOf(profile);
+  ProfileImage image;
+  image.layers = d.layers;
+  image.channels = d.channels;
+  image.levels = static_cast<int32_t>(d.levels.size());
+  image.means = d.means;
+  size_t models = 0;
+  for (const ProfileLevelData& level : d.levels) {
+    image.steps.insert(image.steps.end(), level.steps.begin(), level.steps.end());
+    for (uint8_t index : level.bank.index) image.channel_table.push_back(static_cast<uint16_t>(models + index));
+    for (const codec::RansModel& m : level.bank.models) {
+      image.slots.insert(image.slots.end(), m.decode_table(), m.decode_table() + kSlotsPerTable);
+    }
+    models += level.bank.models.size();
+  }
+  if (models > 65535) return Status::ResourceExhausted("profile: " + std::to_string(models) + " tables, the GPU decoder takes 65535");
+  return image;
+}
+
+Result<DecodePlan> PlanDecode(const std::vector<GpuChunk>& chunks, const Profile* profile,
+                              const KvDestination& destination, const DecodeLimits& limits) {
+  KVSTREAM_RETURN_IF_ERROR(ValidateDestination(destination, "destination"));
+  DecodePlan plan;
+  plan.destination = destination;
+  plan.bases = codec::JoinedBases(destination);
+  plan.tile_first.push_back(0);
+  size_t symbols = 0, row_escapes = 0, channel_tables = 0, tables = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const GpuChunk& chunk = chunks[i];
+    if (chunk.host_header == nullptr) return Status::InvalidArgument("chunk " + std::to_string(i) + ": no host copy of its header");
+    if (chunk.bytes == nullptr) return Status::InvalidArgument("chunk " + std::to_string(i) + ": null bytes");
+    KVSTREAM_ASSIGN_OR_RETURN(ChunkInfo info,
+                              codec::ReadContainerHeader(chunk.host_header, chunk.host_header_size, chunk.size, limits));
+    KVSTREAM_RETURN_IF_ERROR(CheckScheme(info, i));
+    KVSTREAM_RETURN_IF_ERROR(codec::CheckChunkProfile(info, profile));
+    KVSTREAM_RETURN_IF_ERROR(CheckDestinationFits(info, destination, i));
+    const bool lossy = IsLossyLevel(info.level);
+    for (const SegmentInfo& seg : info.segments) {
+      SegmentJob job{};
+      job.bytes = chunk.bytes + seg.offset;
+      job.size = seg.size;
+      job.layer = static_cast<int32_t>(seg.layer);
+      job.kv = seg.tensor == SegmentTensor::kValues ? 1 : 0;
+      job.kind = info.level == kLevelFp16 ? SegmentKind::kFp16
+                 : info.level == kLevelInt8 ? SegmentKind::kInt8
+                                             : SegmentKind::kChannelUniform;
+      job.stored_bf16 = info.stored_dtype == DType::kBF16;
+      job.in_chunk_tables = info.in_chunk_tables;
+      job.level = static_cast<int8_t>(lossy ? info.level : 0);
+      job.tokens = static_cast<int32_t>(info.tokens);
+      job.channels = static_cast<int32_t>(info.channels);
+      job.sink_rows = static_cast<int32_t>(info.sink_rows);
+      job.token_begin = info.token_begin;
+      // Scratch, as offsets for now (AssignScratch makes them pointers).
+      if (lossy) {
+        const size_t rows = static_cast<size_t>(info.tokens - info.sink_rows);
+        job.symbols = reinterpret_cast<uint8_t*>(symbols);
+        symbols += rows * static_cast<size_t>(info.channels);
+        job.row_escapes = reinterpret_cast<uint32_t*>(row_escapes);
+        row_escapes += rows;
+        if (info.in_chunk_tables) {
+          job.channel_table = reinterpret_cast<uint16_t*>(channel_tables);
+          channel_tables += static_cast<size_t>(info.channels);
+          job.tables = reinterpret_cast<uint32_t*>(tables);
+          tables += static_cast<size_t>(kMaxInChunkTables) * kSlotsPerTable;
+        }
+      }
+      plan.jobs.push_back(job);
+      plan.chunk_of.push_back(static_cast<uint32_t>(i));
+      plan.segment_of.push_back(seg);
+      const uint32_t tiles = static_cast<uint32_t>((info.tokens + kRowsPerTile - 1) / kRowsPerTile);
+      plan.tile_first.push_back(plan.tile_first.back() + tiles);
+    }
+  }
+  ScratchLayout& s = plan.scratch;
+  s.symbols = 0;
+  s.row_escapes = AlignUp(symbols);
+  s.channel_tables = s.row_escapes + AlignUp(4 * row_escapes);
+  s.tables = s.channel_tables + AlignUp(2 * channel_tables);
+  s.bytes = s.tables + 4 * tables;
+  return plan;
+}
+
+void AssignScratch(DecodePlan& plan, uint8_t* base) {
+  const ScratchLayout& s = plan.scratch;
+  for (SegmentJob& job : plan.jobs) {
+    if (job.kind != SegmentKind::kChannelUniform) continue;
+    job.symbols = base + s.symbols + reinterpret_cast<size_t>(job.symbols);
+    job.row_escapes = reinterpret_cast<uint32_t*>(base + s.row_escapes) + reinterpret_cast<size_t>(job.row_escapes);
+    if (job.in_chunk_tables) {
+      job.channel_table = reinterpret_cast<uint16_t*>(base + s.channel_tables) + reinterpret_cast<size_t>(job.channel_table);
+      job.tables = reinterpret_cast<uint32_t*>(base + s.tables) + reinterpret_cast<size_t>(job.tables);
+    }
+  }
+}
+
+DecodeArgs MakeDecodeArgs(const DecodePlan& plan, SegmentJob* jobs, SegmentFrame* frames, uint32_t* errors,
+                          const ProfileTables& profile, void* const* bases) {
+  DecodeArgs a;
+  a.jobs = jobs;
+  a.frames = frames;
+  a.errors = errors;
+  a.segments = static_cast<int32_t>(plan.jobs.size());
+  a.profile = profile;
+  a.destination = codec::MakeKvAddress(plan.destination, bases, plan.destination.block_table);
+  return a;
+}
+
+namespace {
+
+const char* ErrorText(uint32_t e) {
+  switch (e) {
+    case kGpuFrameTruncated: return "a field of the frame runs past the segment";
+    case kGpuFrameLeftOver: return "bytes left over after the escapes";
+    case kGpuBadStep: return "step is not a finite positive number";
+    case kGpuBadMean: return "a channel mean is not finite";
+    case kGpuBadBank: return "bad table bank (symbol range, frequencies not summing to 4096, or a table index)";
+    case kGpuTooManyTables: return "an in-chunk bank of more than 16 tables (the GPU decoder's limit)";
+    case kGpuEscapeCount: return "escape count does not match the stream's escape symbols";
+    case kGpuBadSize: return "size does not fit the level and shape";
+    case kGpuRansHeader: return "rANS stream: bad header (truncated, padding bits, tail or odd length)";
+    case kGpuRansTruncated: return "rANS stream: truncated, a state needs a word past the end";
+    case kGpuRansLeftOver: return "rANS stream: bytes left over after the last symbol";
+    case kGpuRansFinalState: return "rANS stream: a lane's final state is not the encoder's start";
+    case kGpuDestination: return "a position's block-table entry is outside the destination's blocks";
+    default: return "unknown GPU decode error";
+  }
+}
+
+}  // namespace
+
+Status ReportErrors(const DecodePlan& plan, const uint32_t* errors) {
+  for (size_t j = 0; j < plan.jobs.size(); ++j) {
+    if (errors[j] == kGpuOk) continue;
+    const std::string where = "chunk " + std::to_string(plan.chunk_of[j]) + " " + codec::SegmentName(plan.segment_of[j]);
+    const std::string text = where + ": " + ErrorText(errors[j]);
+    return errors[j] == kGpuTooManyTables ? Status::ResourceExhausted(text)
+           : errors[j] == kGpuDestination ? Status::InvalidArgument(text)
+                                          : Status::CorruptData(text);
+  }
+  return Status::Ok();
+}
+
+std::vector<KernelGrid> DecodeGrids(const DecodePlan& plan) {
+  const int segments = static_cast<int>(plan.jobs.size());
+  if (segments == 0) return {};
+  return {
+      {DecodeKernel::kFrames, (segments + kFrameThreads - 1) / kFrameThreads, kFrameThreads},
+      {DecodeKernel::kTables, segments * kMaxInChunkTables, kTableThreads},
+      {DecodeKernel::kEntropy, (segments + kSegmentsPerEntropyBlock - 1) / kSegmentsPerEntropyBlock, kEntropyThreads},
+      {DecodeKernel::kEscapes, segments, kEscapeThreads},
+      {DecodeKernel::kReconstruct, static_cast<int>(plan.tile_first.back()), kReconstructThreads},
+  };
+}
+
+}  // namespace kvstream::cuda

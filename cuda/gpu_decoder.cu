@@ -1,0 +1,214 @@
+// The GPU decoder (kvstream/cuda.h): device memory, uploads and the five launches of a decode over the
+// kernels in cuda/kernels/, whose code the CPU launcher (cuda/testing/) runs too.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda/decode_plan.h"
+#include "cuda/kernels/block_executor.h"
+#include "cuda/kernels/entropy_kernel.h"
+#include "cuda/kernels/frame_kernel.h"
+#include "cuda/kernels/reconstruct_kernel.h"
+#include "cuda/kernels/table_kernel.h"
+#include "kvstream/cuda.h"
+
+namespace kvstream {
+namespace {
+
+Status CudaError(cudaError_t e, const char* call) {
+  return Status::Internal(std::string("CUDA: ") + call + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+#define KVSTREAM_CUDA(call)                                  \
+  do {                                                       \
+    const cudaError_t kvstream_e = (call);                   \
+    if (kvstream_e != cudaSuccess) return CudaError(kvstream_e, #call); \
+  } while (0)
+
+// A device allocation that grows, never shrinks, and frees itself.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : data_(o.data_), size_(o.size_) { o.data_ = nullptr, o.size_ = 0; }
+  ~DeviceBuffer() {
+    if (data_) cudaFree(data_);
+  }
+  Status Reserve(size_t size) {
+    if (size <= size_) return Status::Ok();
+    if (data_) cudaFree(data_);
+    data_ = nullptr;
+    size_ = 0;
+    KVSTREAM_CUDA(cudaMalloc(&data_, size));
+    size_ = size;
+    return Status::Ok();
+  }
+  template <typename T>
+  Status Upload(const std::vector<T>& v) {
+    KVSTREAM_RETURN_IF_ERROR(Reserve(v.size() * sizeof(T) + 1));
+    KVSTREAM_CUDA(cudaMemcpy(data_, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return Status::Ok();
+  }
+  template <typename T = uint8_t>
+  T* get() const { return static_cast<T*>(data_); }
+  size_t size() const { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+__global__ void FrameLaunch(cuda::DecodeArgs a) {
+  cuda::DeviceBlock x;
+  cuda::FrameKernel(x, a);
+}
+__global__ void TableLaunch(cuda::DecodeArgs a) {
+  __shared__ cuda::TableShared shared;
+  cuda::DeviceBlock x;
+  cuda::TableKernel(x, a, shared);
+}
+__global__ void EntropyLaunch(cuda::DecodeArgs a) {
+  __shared__ cuda::EntropyShared shared;
+  cuda::DeviceBlock x;
+  cuda::EntropyKernel(x, a, shared);
+}
+__global__ void EscapeLaunch(cuda::DecodeArgs a) {
+  cuda::DeviceBlock x;
+  cuda::EscapeScanKernel(x, a);
+}
+__global__ void ReconstructLaunch(cuda::DecodeArgs a, cuda::TileMap tiles) {
+  cuda::DeviceBlock x;
+  cuda::ReconstructKernel(x, a, tiles);
+}
+
+}  // namespace
+
+bool GpuAvailable(std::string* why) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    if (why) *why = e != cudaSuccess ? std::string("no CUDA device: ") + cudaGetErrorString(e) : "no CUDA device";
+    return false;
+  }
+  return true;
+}
+
+struct DeviceProfile::Impl {
+  Profile profile;
+  DeviceBuffer means, steps, slots, channel_table;
+  cuda::ProfileTables tables;
+};
+
+DeviceProfile::DeviceProfile(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DeviceProfile::DeviceProfile(DeviceProfile&&) noexcept = default;
+DeviceProfile& DeviceProfile::operator=(DeviceProfile&&) noexcept = default;
+DeviceProfile::~DeviceProfile() = default;
+const Profile& DeviceProfile::profile() const { return impl_->profile; }
+size_t DeviceProfile::device_bytes() const {
+  return impl_->means.size() + impl_->steps.size() + impl_->slots.size() + impl_->channel_table.size();
+}
+
+Result<DeviceProfile> DeviceProfile::Upload(const Profile& profile) {
+  KVSTREAM_ASSIGN_OR_RETURN(cuda::ProfileImage image, cuda::MakeProfileImage(profile));
+  auto impl = std::make_unique<Impl>(Impl{profile, {}, {}, {}, {}, {}});
+  KVSTREAM_RETURN_IF_ERROR(impl->means.Upload(image.means));
+  KVSTREAM_RETURN_IF_ERROR(impl->steps.Upload(image.steps));
+  KVSTREAM_RETURN_IF_ERROR(impl->slots.Upload(image.slots));
+  KVSTREAM_RETURN_IF_ERROR(impl->channel_table.Upload(image.channel_table));
+  cuda::ProfileTables& t = impl->tables;
+  t.layers = image.layers;
+  t.channels = image.channels;
+  t.levels = image.levels;
+  t.means = impl->means.get<float>();
+  t.steps = impl->steps.get<float>();
+  t.slots = impl->slots.get<uint32_t>();
+  t.channel_table = impl->channel_table.get<uint16_t>();
+  return DeviceProfile(std::move(impl));
+}
+
+struct GpuDecoder::Impl {
+  Options options;
+  DeviceBuffer scratch, jobs, frames, errors, tiles, bases;
+  cuda::DecodePlan plan;
+  std::vector<uint32_t> host_errors;
+  cudaStream_t stream = nullptr;
+  bool pending = false;
+};
+
+GpuDecoder::GpuDecoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GpuDecoder::GpuDecoder(GpuDecoder&&) noexcept = default;
+GpuDecoder& GpuDecoder::operator=(GpuDecoder&&) noexcept = default;
+GpuDecoder::~GpuDecoder() {
+  if (impl_ && impl_->pending) cudaStreamSynchronize(impl_->stream);
+}
+
+Result<GpuDecoder> GpuDecoder::Create(const Options& options) {
+  std::string why;
+  if (!GpuAvailable(&why)) return Status::Unsupported("GPU decoder: " + why);
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  return GpuDecoder(std::move(impl));
+}
+
+Status GpuDecoder::Decode(const std::vector<GpuChunk>& chunks, const DeviceProfile* profile,
+                          const KvDestination& destination, CudaStream stream) {
+  Impl& m = *impl_;
+  if (m.pending) KVSTREAM_RETURN_IF_ERROR(Finish());
+  if (destination.device != Device::kCuda) return Status::InvalidArgument("destination: the GPU decoder writes device memory");
+  KVSTREAM_ASSIGN_OR_RETURN(m.plan, cuda::PlanDecode(chunks, profile ? &profile->profile() : nullptr, destination,
+                                                     m.options.limits));
+  if (m.plan.jobs.empty()) return Status::Ok();
+  m.stream = static_cast<cudaStream_t>(stream);
+  KVSTREAM_RETURN_IF_ERROR(m.scratch.Reserve(m.plan.scratch.bytes + 1));
+  cuda::AssignScratch(m.plan, m.scratch.get());
+  const size_t n = m.plan.jobs.size();
+  KVSTREAM_RETURN_IF_ERROR(m.jobs.Reserve(n * sizeof(cuda::SegmentJob)));
+  KVSTREAM_RETURN_IF_ERROR(m.frames.Reserve(n * sizeof(cuda::SegmentFrame)));
+  KVSTREAM_RETURN_IF_ERROR(m.errors.Reserve(n * sizeof(uint32_t)));
+  KVSTREAM_RETURN_IF_ERROR(m.tiles.Reserve(m.plan.tile_first.size() * sizeof(uint32_t)));
+  KVSTREAM_RETURN_IF_ERROR(m.bases.Reserve(m.plan.bases.size() * sizeof(void*)));
+  // Pageable host sources: cudaMemcpyAsync stages them before it returns, so the plan may change after.
+  KVSTREAM_CUDA(cudaMemcpyAsync(m.jobs.get(), m.plan.jobs.data(), n * sizeof(cuda::SegmentJob), cudaMemcpyHostToDevice, m.stream));
+  KVSTREAM_CUDA(cudaMemcpyAsync(m.tiles.get(), m.plan.tile_first.data(), m.plan.tile_first.size() * sizeof(uint32_t),
+                                cudaMemcpyHostToDevice, m.stream));
+  KVSTREAM_CUDA(cudaMemcpyAsync(m.bases.get(), m.plan.bases.data(), m.plan.bases.size() * sizeof(void*),
+                                cudaMemcpyHostToDevice, m.stream));
+  KVSTREAM_CUDA(cudaMemsetAsync(m.errors.get(), 0, n * sizeof(uint32_t), m.stream));
+  const cuda::DecodeArgs args = cuda::MakeDecodeArgs(
+      m.plan, m.jobs.get<cuda::SegmentJob>(), m.frames.get<cuda::SegmentFrame>(), m.errors.get<uint32_t>(),
+      profile ? profile->impl().tables : cuda::ProfileTables{}, m.bases.get<void*>());
+  const cuda::TileMap tiles{m.tiles.get<uint32_t>()};
+  for (const cuda::KernelGrid& g : cuda::DecodeGrids(m.plan)) {
+    switch (g.kernel) {
+      case cuda::DecodeKernel::kFrames: FrameLaunch<<<g.blocks, g.threads, 0, m.stream>>>(args); break;
+      case cuda::DecodeKernel::kTables: TableLaunch<<<g.blocks, g.threads, 0, m.stream>>>(args); break;
+      case cuda::DecodeKernel::kEntropy: EntropyLaunch<<<g.blocks, g.threads, 0, m.stream>>>(args); break;
+      case cuda::DecodeKernel::kEscapes: EscapeLaunch<<<g.blocks, g.threads, 0, m.stream>>>(args); break;
+      case cuda::DecodeKernel::kReconstruct: ReconstructLaunch<<<g.blocks, g.threads, 0, m.stream>>>(args, tiles); break;
+    }
+    KVSTREAM_CUDA(cudaGetLastError());
+  }
+  m.host_errors.resize(n);
+  KVSTREAM_CUDA(cudaMemcpyAsync(m.host_errors.data(), m.errors.get(), n * sizeof(uint32_t), cudaMemcpyDeviceToHost, m.stream));
+  m.pending = true;
+  return Status::Ok();
+}
+
+Status GpuDecoder::Finish() {
+  Impl& m = *impl_;
+  if (!m.pending) return Status::Ok();
+  m.pending = false;
+  KVSTREAM_CUDA(cudaStreamSynchronize(m.stream));
+  return cuda::ReportErrors(m.plan, m.host_errors.data());
+}
+
+Status DecodeChunks(const std::vector<GpuChunk>& chunks, const DeviceProfile* profile, const KvDestination& destination,
+                    CudaStream stream) {
+  KVSTREAM_ASSIGN_OR_RETURN(GpuDecoder decoder, GpuDecoder::Create());
+  KVSTREAM_RETURN_IF_ERROR(decoder.Decode(chunks, profile, destination, stream));
+  return decoder.Finish();
+}
+
+}  // namespace kvstream

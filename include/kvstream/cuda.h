@@ -1,0 +1,97 @@
+// kvstream/cuda.h — the GPU decoder: chunks in GPU memory decoded on the GPU into a KvDestination.
+//
+// Contract:
+//   * Every chunk the CPU decoder (kvstream/codec.h) accepts and the GPU decoder supports decodes to the
+//     same bits in every destination layout and dtype: the format defines one reconstruction, and the
+//     kernels compute it with the codec's own per-element code (codec/common).
+//   * Supported today: fp16, int8 and channel-uniform chunks (profile tables, in-chunk banks of up to 16
+//     tables, sink rows, escapes). Transform and predicted chunks give kUnsupported, naming the scheme.
+//   * Chunk headers are validated on the host, from a host copy of each header (GpuChunk::host_header),
+//     with the CPU decoder's checks and messages; no device-to-host read is needed to plan a decode. The
+//     kernels read only the chunk bytes they were given and check each segment's own fields; a segment
+//     that fails is reported by Finish (naming the chunk and segment), the other segments are still
+//     written. Segment CRCs are not checked on the GPU: verify them when the payload arrives.
+//   * This header is usable from builds without CUDA; there every call returns kUnsupported and
+//     GpuAvailable says why.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvstream/codec.h"
+#include "kvstream/kv_destination.h"
+#include "kvstream/profile.h"
+#include "kvstream/status.h"
+
+namespace kvstream {
+
+// Whether this build has the GPU decoder and a CUDA device is present; otherwise *why (if given) says why.
+bool GpuAvailable(std::string* why = nullptr);
+
+// A cudaStream_t, as an opaque handle; null is the default stream.
+using CudaStream = void*;
+
+// One chunk to decode: its bytes in device memory, and a host copy of at least its header (the fixed
+// header, segment index, fine-row map and CRC: ChunkInfo::header_bytes; the whole chunk also works).
+struct GpuChunk {
+  const uint8_t* bytes = nullptr;
+  size_t size = 0;
+  const uint8_t* host_header = nullptr;
+  size_t host_header_size = 0;
+};
+
+// A Profile's tables uploaded to the current CUDA device once, for every decode that references it.
+class DeviceProfile {
+ public:
+  static Result<DeviceProfile> Upload(const Profile& profile);
+  DeviceProfile(DeviceProfile&&) noexcept;
+  DeviceProfile& operator=(DeviceProfile&&) noexcept;
+  ~DeviceProfile();
+
+  const Profile& profile() const;
+  size_t device_bytes() const;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  explicit DeviceProfile(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Decodes batches of chunks on one CUDA stream, keeping its device scratch between batches. Decode
+// enqueues a fixed sequence of five kernels for the whole batch (any number of chunks of any contexts,
+// every one into `destination` at its own positions) and returns without waiting; Finish waits for the
+// stream and reports the first segment the kernels refused. Not thread-safe: one decoder per stream.
+class GpuDecoder {
+ public:
+  struct Options {
+    DecodeLimits limits;
+  };
+  static Result<GpuDecoder> Create(const Options& options);
+  static Result<GpuDecoder> Create() { return Create(Options{}); }
+  GpuDecoder(GpuDecoder&&) noexcept;
+  GpuDecoder& operator=(GpuDecoder&&) noexcept;
+  ~GpuDecoder();
+
+  // `profile` is required when a chunk references one (its hash must match); `destination` must be in
+  // device memory. The chunk bytes and the destination must stay valid until Finish returns.
+  Status Decode(const std::vector<GpuChunk>& chunks, const DeviceProfile* profile, const KvDestination& destination,
+                CudaStream stream);
+  Status Finish();
+
+  struct Impl;
+
+ private:
+  explicit GpuDecoder(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Decode then Finish with a decoder of its own: the one-call form.
+Status DecodeChunks(const std::vector<GpuChunk>& chunks, const DeviceProfile* profile, const KvDestination& destination,
+                    CudaStream stream);
+
+}  // namespace kvstream

@@ -1,0 +1,132 @@
+// kvstream_gpu_check [GOLDEN_DIR]: every golden chunk of the current format that the GPU decoder supports,
+// decoded on the GPU into every destination layout (contiguous, Hugging Face, paged, paged joined) and
+// dtype (fp16, bf16, fp32), compared byte for byte with the CPU decoder's DecodeChunkInto; then all of
+// them in one batch. Prints one line per case; exit 0 when all match, 1 when one differs or fails, 77
+// when there is no CUDA device.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/whole_file.h"
+#include "kvstream/codec.h"
+#include "kvstream/cuda.h"
+#include "kvstream/profile.h"
+#include "tests/cuda/layouts.h"
+
+namespace kvstream {
+namespace {
+
+template <typename T>
+T* DeviceCopy(const T* data, size_t count) {
+  void* p = nullptr;
+  if (cudaMalloc(&p, count * sizeof(T) + 1) != cudaSuccess) return nullptr;
+  cudaMemcpy(p, data, count * sizeof(T), cudaMemcpyHostToDevice);
+  return static_cast<T*>(p);
+}
+
+// The same layout with its storage and block table mirrored in device memory.
+struct DeviceLayout {
+  std::vector<uint8_t*> buffers;
+  int32_t* table = nullptr;
+  KvDestination destination;
+  ~DeviceLayout() {
+    for (uint8_t* b : buffers) cudaFree(b);
+    if (table) cudaFree(table);
+  }
+};
+
+void Mirror(const testing::Layout& host, DeviceLayout* d) {
+  d->destination = host.destination;
+  d->destination.device = Device::kCuda;
+  for (const auto& s : host.storage) d->buffers.push_back(DeviceCopy(s.data(), s.size()));
+  const auto relocate = [&](void* p) -> void* {
+    for (size_t b = 0; b < host.storage.size(); ++b) {
+      const auto* base = host.storage[b].data();
+      if (p >= base && p < base + host.storage[b].size()) return d->buffers[b] + (static_cast<uint8_t*>(p) - base);
+    }
+    return nullptr;
+  };
+  for (void*& p : d->destination.keys) p = relocate(p);
+  for (void*& p : d->destination.values) p = relocate(p);
+  if (!host.block_table.empty()) {
+    d->table = DeviceCopy(host.block_table.data(), host.block_table.size());
+    d->destination.block_table = d->table;
+  }
+}
+
+bool SameAsHost(const DeviceLayout& d, const testing::Layout& reference) {
+  for (size_t b = 0; b < reference.storage.size(); ++b) {
+    std::vector<uint8_t> back(reference.storage[b].size());
+    cudaMemcpy(back.data(), d.buffers[b], back.size(), cudaMemcpyDeviceToHost);
+    if (back != reference.storage[b]) return false;
+  }
+  return true;
+}
+
+int Run(const std::string& dir) {
+  std::string why;
+  if (!GpuAvailable(&why)) {
+    std::printf("gpu_check: skipped: %s\n", why.c_str());
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  std::printf("gpu_check: %s (sm_%d%d, %zu MiB)\n", prop.name, prop.major, prop.minor, prop.totalGlobalMem >> 20);
+  const auto profile_bytes = ReadWholeFile(dir + "/uniform.kvpf");
+  const auto profile = profile_bytes.ok() ? Profile::Parse(profile_bytes.value().data(), profile_bytes.value().size())
+                                          : Result<Profile>(profile_bytes.status());
+  if (!profile.ok()) {
+    std::printf("gpu_check: %s\n", profile.status().ToString().c_str());
+    return 1;
+  }
+  auto device_profile = DeviceProfile::Upload(profile.value());
+  if (!device_profile.ok()) {
+    std::printf("gpu_check: %s\n", device_profile.status().ToString().c_str());
+    return 1;
+  }
+  int failures = 0, cases = 0;
+  for (const char* name : {"fp16.kvck", "int8.kvck", "uniform_profile_L1.kvck", "uniform_profile_L3.kvck",
+                           "uniform_inchunk_L3.kvck", "uniform_inchunk_L6.kvck"}) {
+    const auto bytes = ReadWholeFile(dir + "/" + name);
+    if (!bytes.ok()) {
+      std::printf("FAIL %s: %s\n", name, bytes.status().ToString().c_str());
+      ++failures;
+      continue;
+    }
+    const std::vector<uint8_t>& b = bytes.value();
+    const ChunkInfo info = InspectChunk(b.data(), b.size()).value();
+    uint8_t* chunk = DeviceCopy(b.data(), b.size());
+    for (const char* kind : testing::kLayouts) {
+      for (DType dtype : {DType::kF16, DType::kBF16, DType::kF32}) {
+        ++cases;
+        testing::Layout reference = testing::MakeLayout(kind, dtype, info, testing::HeadsOf(info));
+        testing::Layout zero = testing::MakeLayout(kind, dtype, info, testing::HeadsOf(info));
+        DecodeOptions options;
+        options.profile = &profile.value();
+        Status s = DecodeChunkInto(b.data(), b.size(), options, reference.destination);
+        DeviceLayout d;
+        Mirror(zero, &d);
+        if (s.ok()) {
+          s = DecodeChunks({{chunk, b.size(), b.data(), b.size()}}, info.profile_hash ? &device_profile.value() : nullptr,
+                           d.destination, nullptr);
+        }
+        const bool same = s.ok() && SameAsHost(d, reference);
+        failures += same ? 0 : 1;
+        std::printf("%s %s %s%s%s\n", same ? "ok  " : "FAIL", name, reference.name.c_str(), s.ok() ? "" : ": ",
+                    s.ok() ? "" : s.ToString().c_str());
+      }
+    }
+    cudaFree(chunk);
+  }
+  std::printf("gpu_check: %d of %d cases bit-identical to the CPU decoder\n", cases - failures, cases);
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace kvstream
+
+int main(int argc, char** argv) {
+  return kvstream::Run(argc > 1 ? argv[1] : std::string(KVSTREAM_GOLDEN_DIR) + "/v7");
+}
