@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "codec/common/key_rotation.h"
 #include "codec/common/kv_address.h"
 #include "codec/common/profile_data.h"
 #include "codec/decompress/container_reader.h"
@@ -21,9 +22,9 @@ Status CheckScheme(const ChunkInfo& info, size_t chunk) {
     return Status::InvalidArgument("chunk " + std::to_string(chunk) +
                                    ": a text-level chunk holds token ids, not KV; recompute them with the model");
   }
-  if (IsLossyLevel(info.level) && info.scheme != QuantScheme::kChannelUniform) {
+  if (IsLossyLevel(info.level) && info.scheme == QuantScheme::kPredicted) {
     return Status::Unsupported("chunk " + std::to_string(chunk) + ": the GPU decoder does not decode the " +
-                               SchemeName(info.scheme) + " scheme yet (fp16, int8 and channel-uniform only)");
+                               SchemeName(info.scheme) + " scheme yet (fp16, int8, channel-uniform and transform)");
   }
   return Status::Ok();
 }
@@ -55,6 +56,13 @@ ProfileTables ProfileImage::HostTables() const {
   t.steps = steps.data();
   t.slots = slots.data();
   t.channel_table = channel_table.data();
+  t.head_dim = head_dim;
+  t.rope_layout = rope_layout;
+  t.transform_means = transform_means.empty() ? nullptr : transform_means.data();
+  t.bases = bases.empty() ? nullptr : bases.data();
+  t.transform_steps = transform_steps.empty() ? nullptr : transform_steps.data();
+  t.transform_kept = transform_kept.empty() ? nullptr : transform_kept.data();
+  t.transform_table = transform_table.empty() ? nullptr : transform_table.data();
   return t;
 }
 
@@ -73,6 +81,22 @@ Result<ProfileImage> MakeProfileImage(const Profile& profile) {
       image.slots.insert(image.slots.end(), m.decode_table(), m.decode_table() + kSlotsPerTable);
     }
     models += level.bank.models.size();
+  }
+  if (d.has_transform) {
+    const ProfileTransform& tr = d.transform;
+    image.head_dim = tr.rope.head_dim;
+    image.rope_layout = tr.rope.layout == RopeLayout::kInterleaved ? 0 : 1;
+    image.transform_means = tr.means;
+    image.bases = tr.bases;
+    for (const ProfileTransformLevel& level : tr.levels) {
+      image.transform_steps.insert(image.transform_steps.end(), level.steps.begin(), level.steps.end());
+      image.transform_kept.insert(image.transform_kept.end(), level.kept.begin(), level.kept.end());
+      for (uint8_t index : level.bank.index) image.transform_table.push_back(static_cast<uint16_t>(models + index));
+      for (const codec::RansModel& m : level.bank.models) {
+        image.slots.insert(image.slots.end(), m.decode_table(), m.decode_table() + kSlotsPerTable);
+      }
+      models += level.bank.models.size();
+    }
   }
   if (models > 65535) return Status::ResourceExhausted("profile: " + std::to_string(models) + " tables, the GPU decoder takes 65535");
   return image;
@@ -96,6 +120,34 @@ Result<DecodePlan> PlanDecode(const std::vector<GpuChunk>& chunks, const Profile
     KVSTREAM_RETURN_IF_ERROR(codec::CheckChunkProfile(info, profile));
     KVSTREAM_RETURN_IF_ERROR(CheckDestinationFits(info, destination, i));
     const bool lossy = IsLossyLevel(info.level);
+    const bool transform = lossy && info.scheme == QuantScheme::kTransform;
+    if (transform && !profile->Supports(QuantScheme::kTransform)) {
+      return Status::CorruptData("chunk " + std::to_string(i) + ": a transform chunk, but its profile has no transform");
+    }
+    // A transform chunk's RoPE table (its keys' positions) and, with fine rows, where each coded row is.
+    size_t rope_at = 0, row_map_at = 0;
+    bool has_row_map = false;
+    int32_t stream_rows[2] = {static_cast<int32_t>(info.tokens - info.sink_rows), 0};
+    if (transform) {
+      const codec::RopeTable rope(DataOf(*profile).transform.rope, info.token_begin, info.tokens);
+      const int pairs = DataOf(*profile).transform.rope.head_dim / 2;
+      rope_at = plan.data.size();
+      for (int64_t t = 0; t < info.tokens; ++t) {
+        for (const float* v : {rope.Cos(t), rope.Sin(t)}) {
+          for (int k = 0; k < pairs; ++k) plan.data.push_back(FloatBits(v[k]));
+        }
+      }
+      if (!info.fine_rows.empty()) {
+        row_map_at = plan.data.size();
+        has_row_map = true;
+        stream_rows[0] = 0;
+        for (int64_t t = info.sink_rows; t < info.tokens; ++t) {
+          const bool fine = info.fine_rows[static_cast<size_t>(t)] != 0;
+          plan.data.push_back(fine ? (kFineRowBit | static_cast<uint32_t>(stream_rows[1]++))
+                                   : static_cast<uint32_t>(stream_rows[0]++));
+        }
+      }
+    }
     for (const SegmentInfo& seg : info.segments) {
       SegmentJob job{};
       job.bytes = chunk.bytes + seg.offset;
@@ -104,7 +156,14 @@ Result<DecodePlan> PlanDecode(const std::vector<GpuChunk>& chunks, const Profile
       job.kv = seg.tensor == SegmentTensor::kValues ? 1 : 0;
       job.kind = info.level == kLevelFp16 ? SegmentKind::kFp16
                  : info.level == kLevelInt8 ? SegmentKind::kInt8
+                 : transform                 ? SegmentKind::kTransform
                                              : SegmentKind::kChannelUniform;
+      job.fine_level = static_cast<int8_t>(info.fine_rows.empty() ? 0 : info.fine_level);
+      job.stream_rows[0] = stream_rows[0];
+      job.stream_rows[1] = stream_rows[1];
+      // Data, as offsets into plan.data plus one (0: none) for now.
+      job.rope = transform && seg.tensor == SegmentTensor::kKeys ? reinterpret_cast<const float*>(rope_at + 1) : nullptr;
+      job.row_map = has_row_map ? reinterpret_cast<const uint32_t*>(row_map_at + 1) : nullptr;
       job.stored_bf16 = info.stored_dtype == DType::kBF16;
       job.in_chunk_tables = info.in_chunk_tables;
       job.level = static_cast<int8_t>(lossy ? info.level : 0);
@@ -142,10 +201,12 @@ Result<DecodePlan> PlanDecode(const std::vector<GpuChunk>& chunks, const Profile
   return plan;
 }
 
-void AssignScratch(DecodePlan& plan, uint8_t* base) {
+void AssignScratch(DecodePlan& plan, uint8_t* base, const uint32_t* data) {
   const ScratchLayout& s = plan.scratch;
   for (SegmentJob& job : plan.jobs) {
-    if (job.kind != SegmentKind::kChannelUniform) continue;
+    if (job.rope) job.rope = reinterpret_cast<const float*>(data + (reinterpret_cast<size_t>(job.rope) - 1));
+    if (job.row_map) job.row_map = data + (reinterpret_cast<size_t>(job.row_map) - 1);
+    if (!IsEntropyCoded(job.kind)) continue;
     job.symbols = base + s.symbols + reinterpret_cast<size_t>(job.symbols);
     job.row_escapes = reinterpret_cast<uint32_t*>(base + s.row_escapes) + reinterpret_cast<size_t>(job.row_escapes);
     if (job.in_chunk_tables) {
@@ -184,6 +245,7 @@ const char* ErrorText(uint32_t e) {
     case kGpuRansLeftOver: return "rANS stream: bytes left over after the last symbol";
     case kGpuRansFinalState: return "rANS stream: a lane's final state is not the encoder's start";
     case kGpuDestination: return "a position's block-table entry is outside the destination's blocks";
+    case kGpuRansHandover: return "rANS stream: the fine stream starts from a state below 2^16";
     default: return "unknown GPU decode error";
   }
 }

@@ -15,12 +15,17 @@
 
 namespace kvstream::cuda {
 
-// A profile's channel-uniform tables as flat arrays (DeviceProfile uploads them).
+// A profile's data as flat arrays (DeviceProfile uploads them; ProfileTables says what each holds).
 struct ProfileImage {
   int32_t layers = 0, channels = 0, levels = 0;
   std::vector<float> means, steps;
   std::vector<uint32_t> slots;
   std::vector<uint16_t> channel_table;
+  int32_t head_dim = 0, rope_layout = 0;  // the transform section, when the profile has one
+  std::vector<float> transform_means, transform_steps;
+  std::vector<int16_t> bases;
+  std::vector<uint32_t> transform_kept;
+  std::vector<uint16_t> transform_table;
 
   // The tables over this image's own arrays (host memory).
   ProfileTables HostTables() const;
@@ -34,7 +39,9 @@ struct ScratchLayout {
 };
 
 struct DecodePlan {
-  std::vector<SegmentJob> jobs;      // segment pointers into the chunks' memory; scratch pointers relative
+  std::vector<SegmentJob> jobs;      // segment pointers into the chunks' memory; scratch and data pointers
+                                     // relative until AssignScratch
+  std::vector<uint32_t> data;        // read-only data the jobs point into: row maps and RoPE tables (f32 bits)
   std::vector<uint32_t> tile_first;  // reconstruction tiles: segment s's first, then the count
   std::vector<uint32_t> chunk_of;       // per job: its chunk
   std::vector<SegmentInfo> segment_of;  // per job: its entry of the chunk's index
@@ -50,8 +57,9 @@ struct DecodePlan {
 Result<DecodePlan> PlanDecode(const std::vector<GpuChunk>& chunks, const Profile* profile,
                               const KvDestination& destination, const DecodeLimits& limits);
 
-// Points the plan's scratch fields into a buffer of plan.scratch.bytes at `base`.
-void AssignScratch(DecodePlan& plan, uint8_t* base);
+// Points the plan's scratch fields into a buffer of plan.scratch.bytes at `base`, and its data fields into
+// a copy of plan.data at `data`.
+void AssignScratch(DecodePlan& plan, uint8_t* base, const uint32_t* data);
 
 // The arguments of a launch over the plan, with frames and errors at the given arrays (segments of
 // each), the profile's tables and the destination's bases at `bases` (a copy of plan.bases in the memory

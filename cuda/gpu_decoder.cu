@@ -79,8 +79,9 @@ __global__ void EscapeLaunch(cuda::DecodeArgs a) {
   cuda::EscapeScanKernel(x, a);
 }
 __global__ void ReconstructLaunch(cuda::DecodeArgs a, cuda::TileMap tiles) {
+  __shared__ cuda::ReconstructShared shared;
   cuda::DeviceBlock x;
-  cuda::ReconstructKernel(x, a, tiles);
+  cuda::ReconstructKernel(x, a, tiles, shared);
 }
 
 }  // namespace
@@ -98,6 +99,7 @@ bool GpuAvailable(std::string* why) {
 struct DeviceProfile::Impl {
   Profile profile;
   DeviceBuffer means, steps, slots, channel_table;
+  DeviceBuffer transform_means, transform_steps, bases, transform_kept, transform_table;
   cuda::ProfileTables tables;
 };
 
@@ -107,17 +109,26 @@ DeviceProfile& DeviceProfile::operator=(DeviceProfile&&) noexcept = default;
 DeviceProfile::~DeviceProfile() = default;
 const Profile& DeviceProfile::profile() const { return impl_->profile; }
 size_t DeviceProfile::device_bytes() const {
-  return impl_->means.size() + impl_->steps.size() + impl_->slots.size() + impl_->channel_table.size();
+  const Impl& m = *impl_;
+  return m.means.size() + m.steps.size() + m.slots.size() + m.channel_table.size() + m.transform_means.size() +
+         m.transform_steps.size() + m.bases.size() + m.transform_kept.size() + m.transform_table.size();
 }
 
 Result<DeviceProfile> DeviceProfile::Upload(const Profile& profile) {
   KVSTREAM_ASSIGN_OR_RETURN(cuda::ProfileImage image, cuda::MakeProfileImage(profile));
-  auto impl = std::make_unique<Impl>(Impl{profile, {}, {}, {}, {}, {}});
+  std::unique_ptr<Impl> impl(new Impl{profile});
   KVSTREAM_RETURN_IF_ERROR(impl->means.Upload(image.means));
   KVSTREAM_RETURN_IF_ERROR(impl->steps.Upload(image.steps));
   KVSTREAM_RETURN_IF_ERROR(impl->slots.Upload(image.slots));
   KVSTREAM_RETURN_IF_ERROR(impl->channel_table.Upload(image.channel_table));
+  KVSTREAM_RETURN_IF_ERROR(impl->transform_means.Upload(image.transform_means));
+  KVSTREAM_RETURN_IF_ERROR(impl->transform_steps.Upload(image.transform_steps));
+  KVSTREAM_RETURN_IF_ERROR(impl->bases.Upload(image.bases));
+  KVSTREAM_RETURN_IF_ERROR(impl->transform_kept.Upload(image.transform_kept));
+  KVSTREAM_RETURN_IF_ERROR(impl->transform_table.Upload(image.transform_table));
+  // The image's layout with the device's pointers.
   cuda::ProfileTables& t = impl->tables;
+  t = image.HostTables();
   t.layers = image.layers;
   t.channels = image.channels;
   t.levels = image.levels;
@@ -125,12 +136,18 @@ Result<DeviceProfile> DeviceProfile::Upload(const Profile& profile) {
   t.steps = impl->steps.get<float>();
   t.slots = impl->slots.get<uint32_t>();
   t.channel_table = impl->channel_table.get<uint16_t>();
+  const bool transform = !image.bases.empty();
+  t.transform_means = transform ? impl->transform_means.get<float>() : nullptr;
+  t.transform_steps = transform ? impl->transform_steps.get<float>() : nullptr;
+  t.bases = transform ? impl->bases.get<int16_t>() : nullptr;
+  t.transform_kept = transform ? impl->transform_kept.get<uint32_t>() : nullptr;
+  t.transform_table = transform ? impl->transform_table.get<uint16_t>() : nullptr;
   return DeviceProfile(std::move(impl));
 }
 
 struct GpuDecoder::Impl {
   Options options;
-  DeviceBuffer scratch, jobs, frames, errors, tiles, bases;
+  DeviceBuffer scratch, data, jobs, frames, errors, tiles, bases;
   cuda::DecodePlan plan;
   std::vector<uint32_t> host_errors;
   cudaStream_t stream = nullptr;
@@ -162,7 +179,8 @@ Status GpuDecoder::Decode(const std::vector<GpuChunk>& chunks, const DeviceProfi
   if (m.plan.jobs.empty()) return Status::Ok();
   m.stream = static_cast<cudaStream_t>(stream);
   KVSTREAM_RETURN_IF_ERROR(m.scratch.Reserve(m.plan.scratch.bytes + 1));
-  cuda::AssignScratch(m.plan, m.scratch.get());
+  KVSTREAM_RETURN_IF_ERROR(m.data.Reserve(m.plan.data.size() * sizeof(uint32_t) + 1));
+  cuda::AssignScratch(m.plan, m.scratch.get(), m.data.get<uint32_t>());
   const size_t n = m.plan.jobs.size();
   KVSTREAM_RETURN_IF_ERROR(m.jobs.Reserve(n * sizeof(cuda::SegmentJob)));
   KVSTREAM_RETURN_IF_ERROR(m.frames.Reserve(n * sizeof(cuda::SegmentFrame)));
@@ -171,6 +189,8 @@ Status GpuDecoder::Decode(const std::vector<GpuChunk>& chunks, const DeviceProfi
   KVSTREAM_RETURN_IF_ERROR(m.bases.Reserve(m.plan.bases.size() * sizeof(void*)));
   // Pageable host sources: cudaMemcpyAsync stages them before it returns, so the plan may change after.
   KVSTREAM_CUDA(cudaMemcpyAsync(m.jobs.get(), m.plan.jobs.data(), n * sizeof(cuda::SegmentJob), cudaMemcpyHostToDevice, m.stream));
+  KVSTREAM_CUDA(cudaMemcpyAsync(m.data.get(), m.plan.data.data(), m.plan.data.size() * sizeof(uint32_t),
+                                cudaMemcpyHostToDevice, m.stream));
   KVSTREAM_CUDA(cudaMemcpyAsync(m.tiles.get(), m.plan.tile_first.data(), m.plan.tile_first.size() * sizeof(uint32_t),
                                 cudaMemcpyHostToDevice, m.stream));
   KVSTREAM_CUDA(cudaMemcpyAsync(m.bases.get(), m.plan.bases.data(), m.plan.bases.size() * sizeof(void*),

@@ -58,6 +58,9 @@ class RopeTable {
   // on a row of `channels` (a multiple of head_dim).
   void Rotate(float* row, int64_t t, int channels) const { Turn(row, t, channels, 1.0f); }
   void Unrotate(float* row, int64_t t, int channels) const { Turn(row, t, channels, -1.0f); }
+  // Position t's cosines and sines, one per pair (what the GPU decoder uploads).
+  const float* Cos(int64_t t) const { return cos_.data() + t * pairs_; }
+  const float* Sin(int64_t t) const { return sin_.data() + t * pairs_; }
 
  private:
   void Turn(float* row, int64_t t, int channels, float sign) const {

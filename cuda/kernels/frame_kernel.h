@@ -1,11 +1,12 @@
 // Kernel 1 of the GPU decode: each thread reads one segment's frame (docs/format.md, "Segment payloads")
-// from its own bytes: the counts, where the sink rows, parameters, table bank, stream and escapes are, with
+// from its own bytes: the counts, where the sink rows, parameters, table bank, streams and escapes are, with
 // every field checked against the segment's size as the CPU decoder checks it. Threads past the last
 // segment do nothing.
 #pragma once
 
 #include <cstdint>
 
+#include "codec/common/quantizer.h"
 #include "cuda/kernels/bytes.h"
 #include "cuda/kernels/decode_job.h"
 
@@ -56,16 +57,43 @@ KVSTREAM_HD uint32_t ReadFrame(const SegmentJob& job, const ProfileTables& profi
   if (job.kind == SegmentKind::kFp16) return size == 2 * values ? kGpuOk : kGpuBadSize;
   if (job.kind == SegmentKind::kInt8) return size == 2 * static_cast<uint64_t>(job.tokens) + values ? kGpuOk : kGpuBadSize;
   const uint8_t* p = job.bytes;
-  if (size < 8) return kGpuFrameTruncated;
-  f->stream_bytes = LoadU32(p);
-  f->escape_count = LoadU32(p + 4);
-  const uint64_t rows = static_cast<uint64_t>(job.tokens - job.sink_rows);
-  if (f->escape_count > rows * static_cast<uint64_t>(job.channels)) return kGpuEscapeCount;
-  uint64_t pos = 8;
+  const int streams = StreamCount(job);
+  const uint64_t slice = static_cast<uint64_t>(job.layer) * 2 + static_cast<uint64_t>(job.kv);
+  const uint64_t slices = static_cast<uint64_t>(profile.layers) * 2;
+  // The counts of each stream, then what each stream's rows take from the profile at its level.
+  if (size < 8 * static_cast<uint64_t>(streams)) return kGpuFrameTruncated;
+  uint64_t pos = 0;
+  uint32_t symbols = 0, first_row = 0;
+  for (int i = 0; i < streams; ++i) {
+    StreamFrame& st = f->stream[i];
+    st.bytes = LoadU32(p + pos);
+    st.escape_count = LoadU32(p + pos + 4);
+    pos += 8;
+    if (job.kind == SegmentKind::kChannelUniform) {
+      st.period = static_cast<uint32_t>(job.channels);
+      st.scaled_step = 0.0f;
+      st.channel_table = job.in_chunk_tables ? job.channel_table
+                                             : profile.channel_table +
+                                                   ((static_cast<uint64_t>(job.level) - 1) * slices + slice) * profile.channels;
+    } else {
+      const uint64_t at = (static_cast<uint64_t>(i == 0 ? job.level : job.fine_level) - 1) * slices + slice;
+      st.period = profile.transform_kept[at];
+      st.scaled_step = codec::TransformStepScale(profile.transform_steps[at]);
+      st.channel_table = profile.transform_table + at * static_cast<uint64_t>(profile.channels);
+    }
+    st.symbols = symbols;
+    st.first_row = first_row;
+    const uint64_t coded = static_cast<uint64_t>(job.stream_rows[i]) * st.period;
+    if (st.escape_count > coded) return kGpuEscapeCount;
+    symbols += static_cast<uint32_t>(coded);
+    first_row += static_cast<uint32_t>(job.stream_rows[i]);
+  }
   const uint64_t sink_bytes = 2 * static_cast<uint64_t>(job.sink_rows) * static_cast<uint64_t>(job.channels);
   if (size - pos < sink_bytes) return kGpuFrameTruncated;
   f->sinks = static_cast<uint32_t>(pos);
   pos += sink_bytes;
+  f->table_count = 0;
+  f->slot_base = profile.slots;
   if (job.in_chunk_tables) {
     if (size - pos < 4 + 2 * static_cast<uint64_t>(job.channels)) return kGpuFrameTruncated;
     const uint32_t step_bits = LoadU32(p + pos);
@@ -83,20 +111,17 @@ KVSTREAM_HD uint32_t ReadFrame(const SegmentJob& job, const ProfileTables& profi
     if (bank != kGpuOk) return bank;
     pos += bank_bytes;
     f->slot_base = job.tables;
-    f->channel_table = job.channel_table;
-  } else {
-    f->table_count = 0;
-    f->slot_base = profile.slots;
-    const int64_t slice = static_cast<int64_t>(job.layer) * 2 + job.kv;
-    f->channel_table = profile.channel_table +
-                       ((static_cast<int64_t>(job.level) - 1) * profile.layers * 2 + slice) * profile.channels;
   }
-  if (size - pos < f->stream_bytes) return kGpuFrameTruncated;
-  f->stream = static_cast<uint32_t>(pos);
-  pos += f->stream_bytes;
-  if (size - pos < 2 * static_cast<uint64_t>(f->escape_count)) return kGpuFrameTruncated;
-  f->escapes = static_cast<uint32_t>(pos);
-  pos += 2 * static_cast<uint64_t>(f->escape_count);
+  // The streams, each followed by its escapes.
+  for (int i = 0; i < streams; ++i) {
+    StreamFrame& st = f->stream[i];
+    if (size - pos < st.bytes) return kGpuFrameTruncated;
+    st.offset = static_cast<uint32_t>(pos);
+    pos += st.bytes;
+    if (size - pos < 2 * static_cast<uint64_t>(st.escape_count)) return kGpuFrameTruncated;
+    st.escapes = static_cast<uint32_t>(pos);
+    pos += 2 * static_cast<uint64_t>(st.escape_count);
+  }
   return pos == size ? kGpuOk : kGpuFrameLeftOver;
 }
 

@@ -24,32 +24,38 @@ struct StreamHeader {
   uint8_t tail_words[kLanes];
 };
 
-// The header of a plain stream of n symbols (one that neither starts from nor hands on states) in
-// data[0, size).
-KVSTREAM_HD uint32_t ReadStreamHeader(const uint8_t* data, uint32_t size, uint32_t n, StreamHeader* h) {
-  const uint32_t lanes_stored = n < static_cast<uint32_t>(kLanes) ? n : kLanes;
+// The header of a stream of n symbols in data[0, size) (docs/rans.md, "Stream layout", "Chained streams"):
+// a plain one; the first of a chain (hands_on: it stores all 16 lanes' states and no tail field, and hands
+// its end states on); or the second (starts_from: no states of its own, *h's states are the first's end
+// states, each checked to be at least 2^16).
+KVSTREAM_HD uint32_t ReadStreamHeader(const uint8_t* data, uint32_t size, uint32_t n, bool hands_on, bool starts_from,
+                                      StreamHeader* h) {
+  const uint32_t lanes_stored = starts_from ? 0 : hands_on ? kLanes : (n < static_cast<uint32_t>(kLanes) ? n : kLanes);
   h->tail_groups = 0;
   h->whole_tail = 0;
   h->renormalised = n;
   for (int j = 0; j < kLanes; ++j) {
-    h->state[j] = codec::kRansStateLow;
+    if (starts_from) {
+      if (h->state[j] < codec::kRansStateLow) return kGpuRansHandover;
+    } else {
+      h->state[j] = codec::kRansStateLow;
+    }
     h->tail_words[j] = 0;
     h->tail_start[j] = 0;
   }
-  if (n == 0) {
-    h->header_bytes = 0;
-    return size == 0 ? kGpuOk : kGpuRansLeftOver;
-  }
+  h->header_bytes = 0;
+  if (n == 0 && lanes_stored == 0) return size == 0 ? kGpuOk : kGpuRansLeftOver;
   const uint32_t groups = (n + kLanes - 1) / kLanes;
   uint32_t first = 0;
-  if (n >= static_cast<uint32_t>(kLanes)) {  // the tail field (docs/rans.md, "Tail")
+  if (!hands_on && n >= static_cast<uint32_t>(kLanes)) {  // the tail field (docs/rans.md, "Tail")
     if (size < 1) return kGpuRansHeader;
     h->tail_groups = data[0];
     if (h->tail_groups > groups) return kGpuRansHeader;
     h->renormalised = h->tail_groups == 0 ? n : (groups - h->tail_groups) * kLanes;
-    h->whole_tail = h->tail_groups > 0 && h->renormalised == 0;
+    h->whole_tail = !starts_from && h->tail_groups > 0 && h->renormalised == 0;
     first = 1;
   }
+  if (first == 0 && lanes_stored == 0) return size % 2 == 0 ? kGpuOk : kGpuRansHeader;
   codec::RansHeaderBits bits(data + first, size - first);
   if (h->tail_groups > 0 && !h->whole_tail) {
     for (int j = 0; j < kLanes; ++j) h->tail_words[j] = bits.Get(1) == 0 ? 0 : static_cast<uint8_t>(1 + bits.Get(1));
@@ -71,6 +77,7 @@ KVSTREAM_HD uint32_t ReadStreamHeader(const uint8_t* data, uint32_t size, uint32
   }
   h->header_bytes = first + static_cast<uint32_t>(bits.bytes_read());
   if (bits.overran() || !bits.spare_bits_zero()) return kGpuRansHeader;
+  if (n == 0) return size == h->header_bytes ? kGpuOk : kGpuRansLeftOver;  // a chain's first of no symbols
   if ((size - h->header_bytes) % 2 != 0) return kGpuRansHeader;
   return kGpuOk;
 }

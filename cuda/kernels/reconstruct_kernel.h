@@ -1,12 +1,14 @@
-// Kernels 4 and 5: where each coded row's escape values start (a count per row, then their prefix), and
-// the reconstruction of every row into the destination (docs/format.md: fp16 and int8 as stored, lossy
-// segments' sink rows as f16, their coded rows as mean + q x step with the escapes patched in, in symbol
-// order). Reconstruction blocks take kRowsPerTile rows of one segment, a warp per row at a time, a lane
-// per channel; a warp vote ranks a row's escapes.
+// Kernels 4 and 5: where each coded row's escape values start (a count per row, then their prefix per
+// stream), and the reconstruction of every row into the destination (docs/format.md: fp16 and int8 as
+// stored, lossy segments' sink rows as f16, channel-uniform rows as mean + q x step with the escapes
+// patched in, in symbol order, transform rows as TransformRows says). Reconstruction blocks take
+// kRowsPerTile rows of one segment, a warp per row at a time, a lane per channel; a warp vote ranks a
+// channel-uniform row's escapes.
 #pragma once
 
 #include <cstdint>
 
+#include "codec/common/key_rotation.h"
 #include "codec/common/kv_address.h"
 #include "codec/common/quantizer.h"
 #include "common/half.h"
@@ -22,35 +24,42 @@ inline constexpr int kReconstructThreads = 128;
 inline constexpr int kRowsPerTile = 32;
 
 KVSTREAM_HD bool IsCodedLossy(const DecodeArgs& a, int s) {
-  return a.jobs[s].kind == SegmentKind::kChannelUniform && a.errors[s] == kGpuOk;
+  return IsEntropyCoded(a.jobs[s].kind) && a.errors[s] == kGpuOk;
 }
 
-// Block s: the escape symbols of each of segment s's coded rows, then (thread 0) their exclusive prefix,
-// checked against the frame's escape count.
+// Block s: the escape symbols of each of segment s's coded rows, then (thread 0) their exclusive prefix
+// per stream, checked against the stream's escape count.
 template <typename X>
 KVSTREAM_HD void EscapeScanKernel(X& x, const DecodeArgs& a) {
   const int s = x.block();
   if (!IsCodedLossy(a, s)) return;
   const SegmentJob& job = a.jobs[s];
-  const int32_t rows = job.tokens - job.sink_rows;
+  const SegmentFrame& f = a.frames[s];
   x.Each([&](int t) {
-    for (int32_t r = t; r < rows; r += x.threads()) {
-      const uint8_t* sym = job.symbols + static_cast<size_t>(r) * static_cast<size_t>(job.channels);
-      uint32_t count = 0;
-      for (int32_t c = 0; c < job.channels; ++c) count += sym[c] == codec::kEscapeSymbol ? 1u : 0u;
-      job.row_escapes[r] = count;
+    for (int i = 0; i < StreamCount(job); ++i) {
+      const StreamFrame& st = f.stream[i];
+      for (int32_t r = t; r < job.stream_rows[i]; r += x.threads()) {
+        const uint8_t* sym = job.symbols + st.symbols + static_cast<size_t>(r) * st.period;
+        uint32_t count = 0;
+        for (uint32_t c = 0; c < st.period; ++c) count += sym[c] == codec::kEscapeSymbol ? 1u : 0u;
+        job.row_escapes[st.first_row + static_cast<uint32_t>(r)] = count;
+      }
     }
   });
   x.Sync();
   x.Each([&](int t) {
     if (t != 0) return;
-    uint32_t total = 0;
-    for (int32_t r = 0; r < rows; ++r) {
-      const uint32_t count = job.row_escapes[r];
-      job.row_escapes[r] = total;
-      total += count;
+    for (int i = 0; i < StreamCount(job); ++i) {
+      const StreamFrame& st = f.stream[i];
+      uint32_t total = 0;
+      for (int32_t r = 0; r < job.stream_rows[i]; ++r) {
+        uint32_t& e = job.row_escapes[st.first_row + static_cast<uint32_t>(r)];
+        const uint32_t count = e;
+        e = total;
+        total += count;
+      }
+      if (total != st.escape_count) a.errors[s] = kGpuEscapeCount;
     }
-    if (total != a.frames[s].escape_count) a.errors[s] = kGpuEscapeCount;
   });
 }
 
@@ -102,6 +111,103 @@ KVSTREAM_HD float ReconstructValue(const DecodeArgs& a, const SegmentJob& job, c
   return codec::DequantChannelUniform(symbol, mean, step);
 }
 
+// Where coded row r (0-based after the sink rows) of a segment is: its stream and its row within it.
+KVSTREAM_HD int StreamOfRow(const SegmentJob& job, int32_t r, uint32_t* stream_row) {
+  if (job.row_map == nullptr) {
+    *stream_row = static_cast<uint32_t>(r);
+    return 0;
+  }
+  const uint32_t e = job.row_map[r];
+  *stream_row = e & ~kFineRowBit;
+  return (e & kFineRowBit) ? 1 : 0;
+}
+
+inline constexpr int kMaxTransformRow = 1024;  // codec::kMaxTransformChannels
+struct ReconstructShared {
+  float y[kReconstructThreads / kWarpSize][kMaxTransformRow];  // a warp's transform row before RoPE
+};
+
+// Transform segments (docs/format.md, "Scheme 3"): warp w's row, each lane a channel at a time: the exact
+// integer sum of the row's weights against the basis, the mean and scaled step, the escaped components in
+// component order; then (keys) RoPE at the row's position from the host's table, and the stores.
+template <typename X>
+KVSTREAM_HD void TransformRows(X& x, const DecodeArgs& a, int s, int32_t first_row, ReconstructShared& sh) {
+  const SegmentJob& job = a.jobs[s];
+  const SegmentFrame& f = a.frames[s];
+  const ProfileTables& p = a.profile;
+  const size_t C = static_cast<size_t>(job.channels);
+  const size_t slice = static_cast<size_t>(job.layer) * 2 + static_cast<size_t>(job.kv);
+  const int16_t* basis = p.bases + slice * C * C;
+  const float* mean = p.transform_means + slice * C;
+  const int warps = x.threads() / kWarpSize;
+  for (int32_t r0 = 0; r0 < kRowsPerTile; r0 += warps) {
+    x.Each([&](int t) {
+      const int32_t row = first_row + r0 + t / kWarpSize;
+      if (row >= job.tokens) return;
+      float* y = sh.y[t / kWarpSize];
+      for (size_t c = static_cast<size_t>(t % kWarpSize); c < C; c += kWarpSize) {
+        if (row < job.sink_rows) {
+          y[c] = HalfToFloat(static_cast<uint16_t>(LoadU16(job.bytes + f.sinks + 2 * (static_cast<size_t>(row) * C + c))));
+          continue;
+        }
+        uint32_t stream_row = 0;
+        const int i = StreamOfRow(job, row - job.sink_rows, &stream_row);
+        const StreamFrame& st = f.stream[i];
+        const uint8_t* sym = job.symbols + st.symbols + static_cast<size_t>(stream_row) * st.period;
+        int32_t acc = 0;
+        for (uint32_t j = 0; j < st.period; ++j) {
+          const int q = sym[j] == codec::kEscapeSymbol ? 0 : codec::SymbolToQ(sym[j]);
+          acc += q * static_cast<int32_t>(basis[j * C + c]);
+        }
+        float v = codec::DequantTransform(acc, mean[c], st.scaled_step);
+        uint32_t escape = job.row_escapes[st.first_row + stream_row];
+        for (uint32_t j = 0; j < st.period; ++j) {
+          if (sym[j] != codec::kEscapeSymbol) continue;
+          const float w = HalfToFloat(static_cast<uint16_t>(LoadU16(job.bytes + st.escapes + 2 * static_cast<size_t>(escape++))));
+          v = codec::AddEscapedComponent(v, w, st.scaled_step, basis[j * C + c]);
+        }
+        y[c] = v;
+      }
+    });
+    x.Sync();
+    x.Each([&](int t) {
+      const int32_t row = first_row + r0 + t / kWarpSize;
+      if (row >= job.tokens) return;
+      float* y = sh.y[t / kWarpSize];
+      const int64_t position = job.token_begin + row;
+      if (job.kv == 0 && row >= job.sink_rows) {
+        const size_t half = static_cast<size_t>(p.head_dim) / 2;
+        const float* cs = job.rope + static_cast<size_t>(row) * 2 * half;
+        for (size_t pair = static_cast<size_t>(t % kWarpSize); pair < C / 2; pair += kWarpSize) {
+          const size_t head = pair / half, i = pair % half;
+          const size_t c0 = head * static_cast<size_t>(p.head_dim) + (p.rope_layout == 0 ? 2 * i : i);
+          const size_t c1 = p.rope_layout == 0 ? c0 + 1 : c0 + half;
+          float v0 = y[c0], v1 = y[c1];
+          codec::RotatePair(&v0, &v1, cs[i], cs[half + i]);
+          const int64_t o0 = codec::KvElementOffset(a.destination, position, static_cast<int64_t>(c0));
+          const int64_t o1 = codec::KvElementOffset(a.destination, position, static_cast<int64_t>(c1));
+          if (o0 < 0 || o1 < 0) {
+            a.errors[s] = kGpuDestination;
+            return;
+          }
+          codec::KvStore(a.destination, job.kv, job.layer, o0, v0);
+          codec::KvStore(a.destination, job.kv, job.layer, o1, v1);
+        }
+        return;
+      }
+      for (size_t c = static_cast<size_t>(t % kWarpSize); c < C; c += kWarpSize) {
+        const int64_t o = codec::KvElementOffset(a.destination, position, static_cast<int64_t>(c));
+        if (o < 0) {
+          a.errors[s] = kGpuDestination;
+          return;
+        }
+        codec::KvStore(a.destination, job.kv, job.layer, o, y[c]);
+      }
+    });
+    x.Sync();
+  }
+}
+
 struct ReconstructLane {
   uint32_t escapes_before;  // escapes of the row before this lane's 32 channels
   bool escape;
@@ -110,12 +216,13 @@ struct ReconstructLane {
 };
 
 template <typename X>
-KVSTREAM_HD void ReconstructKernel(X& x, const DecodeArgs& a, const TileMap& tiles) {
+KVSTREAM_HD void ReconstructKernel(X& x, const DecodeArgs& a, const TileMap& tiles, ReconstructShared& shared) {
   const int s = SegmentOfTile(tiles, a.segments, static_cast<uint32_t>(x.block()));
   if (a.errors[s] != kGpuOk) return;
   const SegmentJob& job = a.jobs[s];
   const SegmentFrame& f = a.frames[s];
   const int32_t first_row = static_cast<int32_t>(static_cast<uint32_t>(x.block()) - tiles.tile_first[s]) * kRowsPerTile;
+  if (job.kind == SegmentKind::kTransform) return TransformRows(x, a, s, first_row, shared);
   const bool lossy = job.kind == SegmentKind::kChannelUniform;
   const int warps = x.threads() / kWarpSize;
   typename X::template Local<ReconstructLane> lane(x);
@@ -144,7 +251,7 @@ KVSTREAM_HD void ReconstructKernel(X& x, const DecodeArgs& a, const TileMap& til
                  if (l.escape) {
                    const uint32_t rank = job.row_escapes[row - job.sink_rows] + l.escapes_before +
                                          static_cast<uint32_t>(PopCount(mask & ((1u << (t % kWarpSize)) - 1u)));
-                   value = HalfToFloat(static_cast<uint16_t>(LoadU16(job.bytes + f.escapes + 2 * static_cast<size_t>(rank))));
+                   value = HalfToFloat(static_cast<uint16_t>(LoadU16(job.bytes + f.stream[0].escapes + 2 * static_cast<size_t>(rank))));
                  } else {
                    value = ReconstructValue(a, job, f, row, l.channel, l.symbol);
                  }

@@ -17,7 +17,7 @@ Status DecodeChunksOnHost(const std::vector<GpuChunk>& chunks, const Profile* pr
   if (destination.device != Device::kHost) return Status::InvalidArgument("destination: the CPU launcher writes host memory");
   KVSTREAM_ASSIGN_OR_RETURN(DecodePlan plan, PlanDecode(chunks, profile, destination, limits));
   std::vector<uint8_t> scratch(plan.scratch.bytes);
-  AssignScratch(plan, scratch.data());
+  AssignScratch(plan, scratch.data(), plan.data.data());
   std::optional<ProfileImage> image;
   ProfileTables tables;
   if (profile != nullptr) {
@@ -35,17 +35,21 @@ Status DecodeChunksOnHost(const std::vector<GpuChunk>& chunks, const Profile* pr
       switch (grid.kernel) {
         case DecodeKernel::kFrames: FrameKernel(x, args); break;
         case DecodeKernel::kTables: {
-          TableShared shared;
+          TableShared shared{};
           TableKernel(x, args, shared);
           break;
         }
         case DecodeKernel::kEntropy: {
-          EntropyShared shared;
+          EntropyShared shared{};
           EntropyKernel(x, args, shared);
           break;
         }
         case DecodeKernel::kEscapes: EscapeScanKernel(x, args); break;
-        case DecodeKernel::kReconstruct: ReconstructKernel(x, args, tiles); break;
+        case DecodeKernel::kReconstruct: {
+          static thread_local ReconstructShared shared;  // 16 KiB: not on the stack
+          ReconstructKernel(x, args, tiles, shared);
+          break;
+        }
       }
     }
   }

@@ -46,8 +46,12 @@ Golden Load(const std::string& name, const std::string& profile) {
 }
 
 const char* const kSupported[] = {"fp16.kvck", "int8.kvck", "uniform_profile_L1.kvck", "uniform_profile_L3.kvck",
-                                  "uniform_inchunk_L3.kvck", "uniform_inchunk_L6.kvck"};
-std::string ProfileFor(const std::string& name) { return name.starts_with("uniform_profile") ? "uniform.kvpf" : ""; }
+                                  "uniform_inchunk_L3.kvck", "uniform_inchunk_L6.kvck", "transform_L1.kvck",
+                                  "transform_L3.kvck", "transform_fine_L4.kvck"};
+std::string ProfileFor(const std::string& name) {
+  if (name.starts_with("uniform_profile")) return "uniform.kvpf";
+  return name.starts_with("transform") || name.starts_with("predicted") ? "predicted.kvpf" : "";
+}
 
 TEST(GpuKernelHarness, EverySupportedGoldenChunkMatchesTheCpuDecoderInEveryLayout) {
   for (const char* name : kSupported) {
@@ -116,11 +120,11 @@ TEST(GpuKernelHarness, UnsupportedSchemesAndTextAreRefusedOnTheHost) {
   Status s = cuda::testing::DecodeChunksOnHost({{text.bytes.data(), text.bytes.size(), text.bytes.data(), text.bytes.size()}},
                                                nullptr, l.destination);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
-  const Golden t = Load("transform_L1.kvck", "predicted.kvpf");
+  const Golden t = Load("predicted_L1.kvck", "predicted.kvpf");
   s = cuda::testing::DecodeChunksOnHost({{t.bytes.data(), t.bytes.size(), t.bytes.data(), t.bytes.size()}}, &*t.profile,
                                         l.destination);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.ToString();
-  EXPECT_NE(s.message().find("transform"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("predicted"), std::string::npos) << s.ToString();
 }
 
 TEST(GpuKernelHarness, AHostCopyShorterThanTheHeaderIsRefused) {
@@ -145,7 +149,8 @@ TEST(GpuKernelHarness, ABlockTableEntryOutsideTheBlocksIsAnErrorNotAWrite) {
 // byte gives an error or some decoded values, and never a read or write outside the buffers.
 TEST(GpuKernelHarness, DamagedSegmentsNeverCrash) {
   std::mt19937 rng(11);
-  for (const char* name : {"uniform_profile_L1.kvck", "uniform_inchunk_L3.kvck", "uniform_inchunk_L6.kvck", "int8.kvck"}) {
+  for (const char* name : {"uniform_profile_L1.kvck", "uniform_inchunk_L3.kvck", "uniform_inchunk_L6.kvck", "int8.kvck",
+                           "transform_L1.kvck", "transform_fine_L4.kvck"}) {
     const Golden g = Load(name, ProfileFor(name));
     for (int trial = 0; trial < 40; ++trial) {
       std::vector<uint8_t> bytes = g.bytes;

@@ -74,21 +74,24 @@ int Run(const std::string& dir) {
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   std::printf("gpu_check: %s (sm_%d%d, %zu MiB)\n", prop.name, prop.major, prop.minor, prop.totalGlobalMem >> 20);
-  const auto profile_bytes = ReadWholeFile(dir + "/uniform.kvpf");
-  const auto profile = profile_bytes.ok() ? Profile::Parse(profile_bytes.value().data(), profile_bytes.value().size())
-                                          : Result<Profile>(profile_bytes.status());
-  if (!profile.ok()) {
-    std::printf("gpu_check: %s\n", profile.status().ToString().c_str());
-    return 1;
-  }
-  auto device_profile = DeviceProfile::Upload(profile.value());
-  if (!device_profile.ok()) {
-    std::printf("gpu_check: %s\n", device_profile.status().ToString().c_str());
-    return 1;
+  // The golden profiles, on the host and uploaded.
+  std::vector<Profile> profiles;
+  std::vector<DeviceProfile> device_profiles;
+  for (const char* file : {"uniform.kvpf", "predicted.kvpf"}) {
+    const auto bytes = ReadWholeFile(dir + "/" + file);
+    auto profile = bytes.ok() ? Profile::Parse(bytes.value().data(), bytes.value().size()) : Result<Profile>(bytes.status());
+    auto uploaded = profile.ok() ? DeviceProfile::Upload(profile.value()) : Result<DeviceProfile>(profile.status());
+    if (!uploaded.ok()) {
+      std::printf("gpu_check: %s: %s\n", file, uploaded.status().ToString().c_str());
+      return 1;
+    }
+    profiles.push_back(std::move(profile).value());
+    device_profiles.push_back(std::move(uploaded).value());
   }
   int failures = 0, cases = 0;
   for (const char* name : {"fp16.kvck", "int8.kvck", "uniform_profile_L1.kvck", "uniform_profile_L3.kvck",
-                           "uniform_inchunk_L3.kvck", "uniform_inchunk_L6.kvck"}) {
+                           "uniform_inchunk_L3.kvck", "uniform_inchunk_L6.kvck", "transform_L1.kvck",
+                           "transform_L3.kvck", "transform_fine_L4.kvck"}) {
     const auto bytes = ReadWholeFile(dir + "/" + name);
     if (!bytes.ok()) {
       std::printf("FAIL %s: %s\n", name, bytes.status().ToString().c_str());
@@ -97,6 +100,7 @@ int Run(const std::string& dir) {
     }
     const std::vector<uint8_t>& b = bytes.value();
     const ChunkInfo info = InspectChunk(b.data(), b.size()).value();
+    const size_t which = info.profile_hash == profiles[0].hash() ? 0 : 1;
     uint8_t* chunk = DeviceCopy(b.data(), b.size());
     for (const char* kind : testing::kLayouts) {
       for (DType dtype : {DType::kF16, DType::kBF16, DType::kF32}) {
@@ -104,12 +108,12 @@ int Run(const std::string& dir) {
         testing::Layout reference = testing::MakeLayout(kind, dtype, info, testing::HeadsOf(info));
         testing::Layout zero = testing::MakeLayout(kind, dtype, info, testing::HeadsOf(info));
         DecodeOptions options;
-        options.profile = &profile.value();
+        options.profile = &profiles[which];
         Status s = DecodeChunkInto(b.data(), b.size(), options, reference.destination);
         DeviceLayout d;
         Mirror(zero, &d);
         if (s.ok()) {
-          s = DecodeChunks({{chunk, b.size(), b.data(), b.size()}}, info.profile_hash ? &device_profile.value() : nullptr,
+          s = DecodeChunks({{chunk, b.size(), b.data(), b.size()}}, info.profile_hash ? &device_profiles[which] : nullptr,
                            d.destination, nullptr);
         }
         const bool same = s.ok() && SameAsHost(d, reference);
