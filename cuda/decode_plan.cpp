@@ -22,10 +22,6 @@ Status CheckScheme(const ChunkInfo& info, size_t chunk) {
     return Status::InvalidArgument("chunk " + std::to_string(chunk) +
                                    ": a text-level chunk holds token ids, not KV; recompute them with the model");
   }
-  if (IsLossyLevel(info.level) && info.scheme == QuantScheme::kPredicted) {
-    return Status::Unsupported("chunk " + std::to_string(chunk) + ": the GPU decoder does not decode the " +
-                               SchemeName(info.scheme) + " scheme yet (fp16, int8, channel-uniform and transform)");
-  }
   return Status::Ok();
 }
 
@@ -63,6 +59,14 @@ ProfileTables ProfileImage::HostTables() const {
   t.transform_steps = transform_steps.empty() ? nullptr : transform_steps.data();
   t.transform_kept = transform_kept.empty() ? nullptr : transform_kept.data();
   t.transform_table = transform_table.empty() ? nullptr : transform_table.data();
+  const auto or_null = [](const auto& v) { return v.empty() ? nullptr : v.data(); };
+  t.input_scales = or_null(input_scales);
+  t.bias = or_null(bias);
+  t.predictor = or_null(predictor);
+  t.predictor_scales = or_null(predictor_scales);
+  t.residual_bases = or_null(residual_bases);
+  t.prediction_kept = or_null(prediction_kept);
+  t.prediction_table = or_null(prediction_table);
   return t;
 }
 
@@ -98,6 +102,22 @@ Result<ProfileImage> MakeProfileImage(const Profile& profile) {
       models += level.bank.models.size();
     }
   }
+  if (d.has_prediction) {
+    const ProfilePrediction& pr = d.prediction;
+    image.input_scales = pr.input_scales;
+    image.bias = pr.bias;
+    image.predictor = pr.weights;
+    image.predictor_scales = pr.weight_scales;
+    image.residual_bases = pr.bases;
+    for (const ProfilePredictionLevel& level : pr.levels) {
+      image.prediction_kept.insert(image.prediction_kept.end(), level.kept.begin(), level.kept.end());
+      for (uint8_t index : level.bank.index) image.prediction_table.push_back(static_cast<uint16_t>(models + index));
+      for (const codec::RansModel& m : level.bank.models) {
+        image.slots.insert(image.slots.end(), m.decode_table(), m.decode_table() + kSlotsPerTable);
+      }
+      models += level.bank.models.size();
+    }
+  }
   if (models > 65535) return Status::ResourceExhausted("profile: " + std::to_string(models) + " tables, the GPU decoder takes 65535");
   return image;
 }
@@ -109,7 +129,7 @@ Result<DecodePlan> PlanDecode(const std::vector<GpuChunk>& chunks, const Profile
   plan.destination = destination;
   plan.bases = codec::JoinedBases(destination);
   plan.tile_first.push_back(0);
-  size_t symbols = 0, row_escapes = 0, channel_tables = 0, tables = 0;
+  size_t symbols = 0, row_escapes = 0, channel_tables = 0, tables = 0, rings = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const GpuChunk& chunk = chunks[i];
     if (chunk.host_header == nullptr) return Status::InvalidArgument("chunk " + std::to_string(i) + ": no host copy of its header");
@@ -120,9 +140,16 @@ Result<DecodePlan> PlanDecode(const std::vector<GpuChunk>& chunks, const Profile
     KVSTREAM_RETURN_IF_ERROR(codec::CheckChunkProfile(info, profile));
     KVSTREAM_RETURN_IF_ERROR(CheckDestinationFits(info, destination, i));
     const bool lossy = IsLossyLevel(info.level);
-    const bool transform = lossy && info.scheme == QuantScheme::kTransform;
-    if (transform && !profile->Supports(QuantScheme::kTransform)) {
-      return Status::CorruptData("chunk " + std::to_string(i) + ": a transform chunk, but its profile has no transform");
+    const bool predicted = lossy && info.scheme == QuantScheme::kPredicted;
+    const bool transform = lossy && (info.scheme == QuantScheme::kTransform || predicted);  // RoPE, fine rows
+    if (transform && !profile->Supports(info.scheme)) {
+      return Status::CorruptData("chunk " + std::to_string(i) + ": a " + SchemeName(info.scheme) +
+                                 " chunk, but its profile has no " + (predicted ? "prediction" : "transform"));
+    }
+    size_t ring = 0;  // predicted: the chunk's predictor ring, offset + 1
+    if (predicted) {
+      ring = rings + 1;
+      rings += static_cast<size_t>(info.tokens - info.sink_rows) * 4 * static_cast<size_t>(info.channels);
     }
     // A transform chunk's RoPE table (its keys' positions) and, with fine rows, where each coded row is.
     size_t rope_at = 0, row_map_at = 0;
@@ -156,8 +183,11 @@ Result<DecodePlan> PlanDecode(const std::vector<GpuChunk>& chunks, const Profile
       job.kv = seg.tensor == SegmentTensor::kValues ? 1 : 0;
       job.kind = info.level == kLevelFp16 ? SegmentKind::kFp16
                  : info.level == kLevelInt8 ? SegmentKind::kInt8
+                 : predicted                 ? SegmentKind::kPredicted
                  : transform                 ? SegmentKind::kTransform
                                              : SegmentKind::kChannelUniform;
+      job.predictor_ring = ring && seg.layer == 0 && seg.tensor == SegmentTensor::kKeys
+                               ? reinterpret_cast<int16_t*>(ring) : nullptr;
       job.fine_level = static_cast<int8_t>(info.fine_rows.empty() ? 0 : info.fine_level);
       job.stream_rows[0] = stream_rows[0];
       job.stream_rows[1] = stream_rows[1];
@@ -197,7 +227,8 @@ Result<DecodePlan> PlanDecode(const std::vector<GpuChunk>& chunks, const Profile
   s.row_escapes = AlignUp(symbols);
   s.channel_tables = s.row_escapes + AlignUp(4 * row_escapes);
   s.tables = s.channel_tables + AlignUp(2 * channel_tables);
-  s.bytes = s.tables + 4 * tables;
+  s.rings = s.tables + AlignUp(4 * tables);
+  s.bytes = s.rings + 2 * rings;
   return plan;
 }
 
@@ -206,6 +237,9 @@ void AssignScratch(DecodePlan& plan, uint8_t* base, const uint32_t* data) {
   for (SegmentJob& job : plan.jobs) {
     if (job.rope) job.rope = reinterpret_cast<const float*>(data + (reinterpret_cast<size_t>(job.rope) - 1));
     if (job.row_map) job.row_map = data + (reinterpret_cast<size_t>(job.row_map) - 1);
+    if (job.predictor_ring) {
+      job.predictor_ring = reinterpret_cast<int16_t*>(base + s.rings) + (reinterpret_cast<size_t>(job.predictor_ring) - 1);
+    }
     if (!IsEntropyCoded(job.kind)) continue;
     job.symbols = base + s.symbols + reinterpret_cast<size_t>(job.symbols);
     job.row_escapes = reinterpret_cast<uint32_t*>(base + s.row_escapes) + reinterpret_cast<size_t>(job.row_escapes);

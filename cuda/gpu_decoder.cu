@@ -100,6 +100,7 @@ struct DeviceProfile::Impl {
   Profile profile;
   DeviceBuffer means, steps, slots, channel_table;
   DeviceBuffer transform_means, transform_steps, bases, transform_kept, transform_table;
+  DeviceBuffer input_scales, bias, predictor, predictor_scales, residual_bases, prediction_kept, prediction_table;
   cuda::ProfileTables tables;
 };
 
@@ -111,7 +112,9 @@ const Profile& DeviceProfile::profile() const { return impl_->profile; }
 size_t DeviceProfile::device_bytes() const {
   const Impl& m = *impl_;
   return m.means.size() + m.steps.size() + m.slots.size() + m.channel_table.size() + m.transform_means.size() +
-         m.transform_steps.size() + m.bases.size() + m.transform_kept.size() + m.transform_table.size();
+         m.transform_steps.size() + m.bases.size() + m.transform_kept.size() + m.transform_table.size() +
+         m.input_scales.size() + m.bias.size() + m.predictor.size() + m.predictor_scales.size() +
+         m.residual_bases.size() + m.prediction_kept.size() + m.prediction_table.size();
 }
 
 Result<DeviceProfile> DeviceProfile::Upload(const Profile& profile) {
@@ -126,6 +129,13 @@ Result<DeviceProfile> DeviceProfile::Upload(const Profile& profile) {
   KVSTREAM_RETURN_IF_ERROR(impl->bases.Upload(image.bases));
   KVSTREAM_RETURN_IF_ERROR(impl->transform_kept.Upload(image.transform_kept));
   KVSTREAM_RETURN_IF_ERROR(impl->transform_table.Upload(image.transform_table));
+  KVSTREAM_RETURN_IF_ERROR(impl->input_scales.Upload(image.input_scales));
+  KVSTREAM_RETURN_IF_ERROR(impl->bias.Upload(image.bias));
+  KVSTREAM_RETURN_IF_ERROR(impl->predictor.Upload(image.predictor));
+  KVSTREAM_RETURN_IF_ERROR(impl->predictor_scales.Upload(image.predictor_scales));
+  KVSTREAM_RETURN_IF_ERROR(impl->residual_bases.Upload(image.residual_bases));
+  KVSTREAM_RETURN_IF_ERROR(impl->prediction_kept.Upload(image.prediction_kept));
+  KVSTREAM_RETURN_IF_ERROR(impl->prediction_table.Upload(image.prediction_table));
   // The image's layout with the device's pointers.
   cuda::ProfileTables& t = impl->tables;
   t = image.HostTables();
@@ -142,6 +152,14 @@ Result<DeviceProfile> DeviceProfile::Upload(const Profile& profile) {
   t.bases = transform ? impl->bases.get<int16_t>() : nullptr;
   t.transform_kept = transform ? impl->transform_kept.get<uint32_t>() : nullptr;
   t.transform_table = transform ? impl->transform_table.get<uint16_t>() : nullptr;
+  const bool prediction = !image.predictor.empty();
+  t.input_scales = prediction ? impl->input_scales.get<float>() : nullptr;
+  t.bias = prediction ? impl->bias.get<float>() : nullptr;
+  t.predictor = prediction ? impl->predictor.get<int16_t>() : nullptr;
+  t.predictor_scales = prediction ? impl->predictor_scales.get<float>() : nullptr;
+  t.residual_bases = prediction ? impl->residual_bases.get<int16_t>() : nullptr;
+  t.prediction_kept = prediction ? impl->prediction_kept.get<uint32_t>() : nullptr;
+  t.prediction_table = prediction ? impl->prediction_table.get<uint16_t>() : nullptr;
   return DeviceProfile(std::move(impl));
 }
 

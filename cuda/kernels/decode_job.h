@@ -9,7 +9,7 @@
 
 namespace kvstream::cuda {
 
-enum class SegmentKind : uint8_t { kFp16 = 0, kInt8 = 1, kChannelUniform = 2, kTransform = 3 };
+enum class SegmentKind : uint8_t { kFp16 = 0, kInt8 = 1, kChannelUniform = 2, kTransform = 3, kPredicted = 4 };
 
 // The largest in-chunk bank the GPU decoder takes (the encoder writes at most 16 tables; the format
 // allows 255): each segment of such chunks has room for this many slot tables.
@@ -35,7 +35,8 @@ struct SegmentJob {
   int32_t stream_rows[2];    // coded rows in the stream at `level` and in the fine stream
   int64_t token_begin;       // context position of the segment's token 0
   const uint32_t* row_map;   // fine rows: per coded row, kFineRowBit if fine | its row in its stream
-  const float* rope;         // transform keys: per token, the pairs' cosines then their sines
+  const float* rope;         // transform and predicted keys: per token, the pairs' cosines then their sines
+  int16_t* predictor_ring;   // predicted, a chunk's first segment: per coded row, 4 slices' integer rows
   uint8_t* symbols;          // scratch for every coded row's symbols (the fine stream's after the other's)
   uint32_t* row_escapes;     // scratch for a count per coded row (stream order), then their prefix
   uint16_t* channel_table;   // scratch for channels table numbers (in-chunk tables), or null
@@ -85,6 +86,14 @@ struct ProfileTables {
   const float* transform_steps = nullptr;   // [level - 1][layer][kv]
   const uint32_t* transform_kept = nullptr; // [level - 1][layer][kv]
   const uint16_t* transform_table = nullptr;  // [level - 1][layer][kv][component]
+  // The prediction section (null without one); slices s = 2 layer + kv.
+  const float* input_scales = nullptr;      // [slice][channel]
+  const float* bias = nullptr;              // [slice][channel]
+  const int16_t* predictor = nullptr;       // [block][input channel][channel], blocks in slice order
+  const float* predictor_scales = nullptr;  // [block][channel]
+  const int16_t* residual_bases = nullptr;  // [slice][component][channel]
+  const uint32_t* prediction_kept = nullptr;    // [level - 1][slice]
+  const uint16_t* prediction_table = nullptr;   // [level - 1][slice][component]
 };
 
 // Per-segment outcome, 0 when it decoded (GpuDecodeError).
@@ -117,7 +126,7 @@ struct DecodeArgs {
 };
 
 KVSTREAM_HD bool IsEntropyCoded(SegmentKind kind) {
-  return kind == SegmentKind::kChannelUniform || kind == SegmentKind::kTransform;
+  return kind == SegmentKind::kChannelUniform || kind == SegmentKind::kTransform || kind == SegmentKind::kPredicted;
 }
 KVSTREAM_HD int StreamCount(const SegmentJob& job) { return job.fine_level > 0 ? 2 : 1; }
 

@@ -75,11 +75,13 @@ KVSTREAM_HD uint32_t ReadFrame(const SegmentJob& job, const ProfileTables& profi
       st.channel_table = job.in_chunk_tables ? job.channel_table
                                              : profile.channel_table +
                                                    ((static_cast<uint64_t>(job.level) - 1) * slices + slice) * profile.channels;
-    } else {
+    } else {  // transform and predicted: the level's step from the transform section
       const uint64_t at = (static_cast<uint64_t>(i == 0 ? job.level : job.fine_level) - 1) * slices + slice;
-      st.period = profile.transform_kept[at];
+      const bool predicted = job.kind == SegmentKind::kPredicted;
+      st.period = (predicted ? profile.prediction_kept : profile.transform_kept)[at];
       st.scaled_step = codec::TransformStepScale(profile.transform_steps[at]);
-      st.channel_table = profile.transform_table + at * static_cast<uint64_t>(profile.channels);
+      st.channel_table = (predicted ? profile.prediction_table : profile.transform_table) +
+                         at * static_cast<uint64_t>(profile.channels);
     }
     st.symbols = symbols;
     st.first_row = first_row;

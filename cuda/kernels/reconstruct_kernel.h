@@ -127,9 +127,74 @@ struct ReconstructShared {
   float y[kReconstructThreads / kWarpSize][kMaxTransformRow];  // a warp's transform row before RoPE
 };
 
-// Transform segments (docs/format.md, "Scheme 3"): warp w's row, each lane a channel at a time: the exact
-// integer sum of the row's weights against the basis, the mean and scaled step, the escaped components in
-// component order; then (keys) RoPE at the row's position from the host's table, and the stores.
+// A coded row's value at channel c in the transform's and the predicted scheme's residual form
+// (docs/format.md, "Scheme 3"): base + the exact integer sum of the row's weights against `basis`, times the
+// scaled step, then the escaped components in component order.
+KVSTREAM_HD float ComponentValue(const SegmentJob& job, const SegmentFrame& f, const int16_t* basis, size_t c, int32_t row,
+                                 float base) {
+  const size_t C = static_cast<size_t>(job.channels);
+  uint32_t stream_row = 0;
+  const StreamFrame& st = f.stream[StreamOfRow(job, row - job.sink_rows, &stream_row)];
+  const uint8_t* sym = job.symbols + st.symbols + static_cast<size_t>(stream_row) * st.period;
+  int32_t acc = 0;
+  for (uint32_t j = 0; j < st.period; ++j) {
+    const int q = sym[j] == codec::kEscapeSymbol ? 0 : codec::SymbolToQ(sym[j]);
+    acc += q * static_cast<int32_t>(basis[j * C + c]);
+  }
+  float v = codec::DequantTransform(acc, base, st.scaled_step);
+  uint32_t escape = job.row_escapes[st.first_row + stream_row];
+  for (uint32_t j = 0; j < st.period; ++j) {
+    if (sym[j] != codec::kEscapeSymbol) continue;
+    const float w = HalfToFloat(static_cast<uint16_t>(LoadU16(job.bytes + st.escapes + 2 * static_cast<size_t>(escape++))));
+    v = codec::AddEscapedComponent(v, w, st.scaled_step, basis[j * C + c]);
+  }
+  return v;
+}
+
+KVSTREAM_HD float SinkValue(const SegmentJob& job, const SegmentFrame& f, int32_t row, size_t c) {
+  const size_t at = static_cast<size_t>(row) * static_cast<size_t>(job.channels) + c;
+  return HalfToFloat(static_cast<uint16_t>(LoadU16(job.bytes + f.sinks + 2 * at)));
+}
+
+// Lane `lane`'s share of storing a warp's row y (before RoPE) of segment s: keys' coded rows rotated at
+// their position by the host's table, then every value at its element of the destination.
+KVSTREAM_HD void StoreComponentRow(const DecodeArgs& a, int s, int32_t row, const float* y, int lane) {
+  const SegmentJob& job = a.jobs[s];
+  const ProfileTables& p = a.profile;
+  const size_t C = static_cast<size_t>(job.channels);
+  const int64_t position = job.token_begin + row;
+  if (job.kv == 0 && row >= job.sink_rows) {
+    const size_t half = static_cast<size_t>(p.head_dim) / 2;
+    const float* cs = job.rope + static_cast<size_t>(row) * 2 * half;
+    for (size_t pair = static_cast<size_t>(lane); pair < C / 2; pair += kWarpSize) {
+      const size_t head = pair / half, i = pair % half;
+      const size_t c0 = head * static_cast<size_t>(p.head_dim) + (p.rope_layout == 0 ? 2 * i : i);
+      const size_t c1 = p.rope_layout == 0 ? c0 + 1 : c0 + half;
+      float v0 = y[c0], v1 = y[c1];
+      codec::RotatePair(&v0, &v1, cs[i], cs[half + i]);
+      const int64_t o0 = codec::KvElementOffset(a.destination, position, static_cast<int64_t>(c0));
+      const int64_t o1 = codec::KvElementOffset(a.destination, position, static_cast<int64_t>(c1));
+      if (o0 < 0 || o1 < 0) {
+        a.errors[s] = kGpuDestination;
+        return;
+      }
+      codec::KvStore(a.destination, job.kv, job.layer, o0, v0);
+      codec::KvStore(a.destination, job.kv, job.layer, o1, v1);
+    }
+    return;
+  }
+  for (size_t c = static_cast<size_t>(lane); c < C; c += kWarpSize) {
+    const int64_t o = codec::KvElementOffset(a.destination, position, static_cast<int64_t>(c));
+    if (o < 0) {
+      a.errors[s] = kGpuDestination;
+      return;
+    }
+    codec::KvStore(a.destination, job.kv, job.layer, o, y[c]);
+  }
+}
+
+// Transform segments (docs/format.md, "Scheme 3"): warp w's row at a time, a lane per channel, into the
+// warp's row in shared memory; then RoPE (keys) and the stores.
 template <typename X>
 KVSTREAM_HD void TransformRows(X& x, const DecodeArgs& a, int s, int32_t first_row, ReconstructShared& sh) {
   const SegmentJob& job = a.jobs[s];
@@ -146,65 +211,91 @@ KVSTREAM_HD void TransformRows(X& x, const DecodeArgs& a, int s, int32_t first_r
       if (row >= job.tokens) return;
       float* y = sh.y[t / kWarpSize];
       for (size_t c = static_cast<size_t>(t % kWarpSize); c < C; c += kWarpSize) {
-        if (row < job.sink_rows) {
-          y[c] = HalfToFloat(static_cast<uint16_t>(LoadU16(job.bytes + f.sinks + 2 * (static_cast<size_t>(row) * C + c))));
-          continue;
-        }
-        uint32_t stream_row = 0;
-        const int i = StreamOfRow(job, row - job.sink_rows, &stream_row);
-        const StreamFrame& st = f.stream[i];
-        const uint8_t* sym = job.symbols + st.symbols + static_cast<size_t>(stream_row) * st.period;
-        int32_t acc = 0;
-        for (uint32_t j = 0; j < st.period; ++j) {
-          const int q = sym[j] == codec::kEscapeSymbol ? 0 : codec::SymbolToQ(sym[j]);
-          acc += q * static_cast<int32_t>(basis[j * C + c]);
-        }
-        float v = codec::DequantTransform(acc, mean[c], st.scaled_step);
-        uint32_t escape = job.row_escapes[st.first_row + stream_row];
-        for (uint32_t j = 0; j < st.period; ++j) {
-          if (sym[j] != codec::kEscapeSymbol) continue;
-          const float w = HalfToFloat(static_cast<uint16_t>(LoadU16(job.bytes + st.escapes + 2 * static_cast<size_t>(escape++))));
-          v = codec::AddEscapedComponent(v, w, st.scaled_step, basis[j * C + c]);
-        }
-        y[c] = v;
+        y[c] = row < job.sink_rows ? SinkValue(job, f, row, c) : ComponentValue(job, f, basis, c, row, mean[c]);
       }
     });
     x.Sync();
     x.Each([&](int t) {
       const int32_t row = first_row + r0 + t / kWarpSize;
-      if (row >= job.tokens) return;
-      float* y = sh.y[t / kWarpSize];
-      const int64_t position = job.token_begin + row;
-      if (job.kv == 0 && row >= job.sink_rows) {
-        const size_t half = static_cast<size_t>(p.head_dim) / 2;
-        const float* cs = job.rope + static_cast<size_t>(row) * 2 * half;
-        for (size_t pair = static_cast<size_t>(t % kWarpSize); pair < C / 2; pair += kWarpSize) {
-          const size_t head = pair / half, i = pair % half;
-          const size_t c0 = head * static_cast<size_t>(p.head_dim) + (p.rope_layout == 0 ? 2 * i : i);
-          const size_t c1 = p.rope_layout == 0 ? c0 + 1 : c0 + half;
-          float v0 = y[c0], v1 = y[c1];
-          codec::RotatePair(&v0, &v1, cs[i], cs[half + i]);
-          const int64_t o0 = codec::KvElementOffset(a.destination, position, static_cast<int64_t>(c0));
-          const int64_t o1 = codec::KvElementOffset(a.destination, position, static_cast<int64_t>(c1));
-          if (o0 < 0 || o1 < 0) {
-            a.errors[s] = kGpuDestination;
-            return;
-          }
-          codec::KvStore(a.destination, job.kv, job.layer, o0, v0);
-          codec::KvStore(a.destination, job.kv, job.layer, o1, v1);
-        }
-        return;
-      }
-      for (size_t c = static_cast<size_t>(t % kWarpSize); c < C; c += kWarpSize) {
-        const int64_t o = codec::KvElementOffset(a.destination, position, static_cast<int64_t>(c));
-        if (o < 0) {
-          a.errors[s] = kGpuDestination;
-          return;
-        }
-        codec::KvStore(a.destination, job.kv, job.layer, o, y[c]);
-      }
+      if (row < job.tokens) StoreComponentRow(a, s, row, sh.y[t / kWarpSize], t % kWarpSize);
     });
     x.Sync();
+  }
+}
+
+// The input slices of slice `slice` (docs/format.md, "Scheme 4"), in block order, and the number of
+// predictor blocks before its first: as PredictorInputs (codec/common/profile_data.h) says.
+KVSTREAM_HD int PredictorInputSlices(int slice, int inputs[3], int* first_block) {
+  const auto count = [](int k) { return k == 0 ? 0 : k == 1 ? 1 : k % 2 == 0 ? 2 : 3; };
+  int before = 0;
+  for (int k = 0; k < slice; ++k) before += count(k);
+  *first_block = before;
+  const int layer = slice / 2, n = count(slice);
+  if (layer > 0) inputs[0] = 2 * (layer - 1), inputs[1] = 2 * (layer - 1) + 1;
+  if (slice % 2 == 1) inputs[n - 1] = 2 * layer;
+  return n;
+}
+// Where slice `slice` keeps a coded row's integer inputs for the slices after it: one of 4 (the last two
+// layers' keys and values), as codec::PredictorRing.
+KVSTREAM_HD int RingSlot(int slice) { return (slice / 2) % 2 * 2 + slice % 2; }
+
+// Predicted chunks (docs/format.md, "Scheme 4"), from the block of the chunk's first segment's tile: each
+// slice in order, each of the tile's rows predicted from its input slices' integer rows (the ring), its
+// residual added as the transform's, its own integer row kept for the slices after it, then stored.
+template <typename X>
+KVSTREAM_HD void PredictedRows(X& x, const DecodeArgs& a, int s0, int32_t first_row, ReconstructShared& sh) {
+  const ProfileTables& p = a.profile;
+  const int slices = 2 * p.layers;
+  for (int k = 0; k < slices; ++k) {
+    if (a.errors[s0 + k] != kGpuOk) return;  // the chunk's later slices would predict from a failed one
+  }
+  const size_t C = static_cast<size_t>(p.channels);
+  int16_t* ring = a.jobs[s0].predictor_ring;
+  const int warps = x.threads() / kWarpSize;
+  for (int slice = 0; slice < slices; ++slice) {
+    const int s = s0 + slice;
+    const SegmentJob& job = a.jobs[s];
+    const SegmentFrame& f = a.frames[s];
+    int inputs[3], first_block = 0;
+    const int blocks = PredictorInputSlices(slice, inputs, &first_block);
+    const int16_t* basis = p.residual_bases + static_cast<size_t>(slice) * C * C;
+    for (int32_t r0 = 0; r0 < kRowsPerTile; r0 += warps) {
+      x.Each([&](int t) {
+        const int32_t row = first_row + r0 + t / kWarpSize;
+        if (row >= job.tokens) return;
+        float* y = sh.y[t / kWarpSize];
+        const size_t coded_row = static_cast<size_t>(row - job.sink_rows);
+        for (size_t c = static_cast<size_t>(t % kWarpSize); c < C; c += kWarpSize) {
+          if (row < job.sink_rows) {
+            y[c] = SinkValue(job, f, row, c);
+            continue;
+          }
+          float base = p.bias[static_cast<size_t>(slice) * C + c];
+          for (int b = 0; b < blocks; ++b) {
+            const int16_t* z = ring + (coded_row * 4 + static_cast<size_t>(RingSlot(inputs[b]))) * C;
+            const size_t block = static_cast<size_t>(first_block + b);
+            const int16_t* weights = p.predictor + block * C * C;
+            int32_t acc = 0;
+            for (size_t i = 0; i < C; ++i) acc += static_cast<int32_t>(z[i]) * static_cast<int32_t>(weights[i * C + c]);
+            base = codec::AddPrediction(base, acc, p.predictor_scales[block * C + c]);
+          }
+          y[c] = ComponentValue(job, f, basis, c, row, base);
+        }
+      });
+      x.Sync();
+      x.Each([&](int t) {
+        const int32_t row = first_row + r0 + t / kWarpSize;
+        if (row >= job.tokens) return;
+        const float* y = sh.y[t / kWarpSize];
+        if (row >= job.sink_rows) {
+          int16_t* z = ring + (static_cast<size_t>(row - job.sink_rows) * 4 + static_cast<size_t>(RingSlot(slice))) * C;
+          const float* inv_grid = p.input_scales + static_cast<size_t>(slice) * C;
+          for (size_t c = static_cast<size_t>(t % kWarpSize); c < C; c += kWarpSize) z[c] = codec::PredictorInput(y[c], inv_grid[c]);
+        }
+        StoreComponentRow(a, s, row, y, t % kWarpSize);
+      });
+      x.Sync();
+    }
   }
 }
 
@@ -223,6 +314,11 @@ KVSTREAM_HD void ReconstructKernel(X& x, const DecodeArgs& a, const TileMap& til
   const SegmentFrame& f = a.frames[s];
   const int32_t first_row = static_cast<int32_t>(static_cast<uint32_t>(x.block()) - tiles.tile_first[s]) * kRowsPerTile;
   if (job.kind == SegmentKind::kTransform) return TransformRows(x, a, s, first_row, shared);
+  if (job.kind == SegmentKind::kPredicted) {
+    // A predicted chunk's slices depend on each other: its first segment's tiles take every slice.
+    if (job.layer == 0 && job.kv == 0) PredictedRows(x, a, s, first_row, shared);
+    return;
+  }
   const bool lossy = job.kind == SegmentKind::kChannelUniform;
   const int warps = x.threads() / kWarpSize;
   typename X::template Local<ReconstructLane> lane(x);

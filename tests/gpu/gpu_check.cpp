@@ -91,7 +91,8 @@ int Run(const std::string& dir) {
   int failures = 0, cases = 0;
   for (const char* name : {"fp16.kvck", "int8.kvck", "uniform_profile_L1.kvck", "uniform_profile_L3.kvck",
                            "uniform_inchunk_L3.kvck", "uniform_inchunk_L6.kvck", "transform_L1.kvck",
-                           "transform_L3.kvck", "transform_fine_L4.kvck"}) {
+                           "transform_L3.kvck", "transform_fine_L4.kvck", "predicted_L1.kvck", "predicted_L3.kvck",
+                           "predicted_fine_L4.kvck"}) {
     const auto bytes = ReadWholeFile(dir + "/" + name);
     if (!bytes.ok()) {
       std::printf("FAIL %s: %s\n", name, bytes.status().ToString().c_str());
