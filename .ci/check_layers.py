@@ -117,7 +117,7 @@ TARGET_ROOMS = [
     (re.compile(r"^kvstream_(model|transport|scheduler|stream|measure|cuda|bench)$"), None),
     (re.compile(r"^kvstream_cuda_(plan|host_launch)$"), "cuda"),
     (re.compile(r"^kvstream_bindings|^_kvstream$"), "bindings"),
-    (re.compile(r"^(rans_bench|transform_sum_bench|gpu_bench)$"), "bench"),
+    (re.compile(r"^(rans_bench|transform_sum_bench|kvstream_gpu_bench|kvstream_bench_gpu(_chunks)?)$"), "bench"),
     (re.compile(r"^kvstream$"), "tools"),
     (re.compile(r"^(kvstream_lab_.*|kvstream_rd_study|lab_.*)$"), "lab"),
     (re.compile(r".*(_test|_fuzz|_fuzz_seeds|_golden)$|^kvstream_gpu_check$"), "tests"),
