@@ -10,11 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "bench/gpu/gpu_chunk_set.h"
+#include "codec/common/profile_data.h"
 #include "cuda/testing/host_launch.h"
 #include "kvstream/codec.h"
 #include "kvstream/profile.h"
 #include "tests/codec/kv_fixture.h"
 #include "tests/cuda/layouts.h"
+#include "tests/test_files.h"
 
 namespace kvstream {
 namespace {
@@ -148,6 +151,39 @@ TEST(GpuKernelsOnSmolLm2, ABatchOfChunksOfSeveralSchemesDecodesInOneLaunchSequen
       &profile, gpu.destination);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(cpu.storage, gpu.storage);
+}
+
+// The chunk folder `kvstream bench gpu` carries to a GPU machine: written, read back, and every set's
+// CPU hash is what the kernels decode it to.
+TEST(GpuKernelsOnSmolLm2, BenchChunkFoldersHoldWhatTheKernelsDecode) {
+  if (!testing::SmolLm2Cached()) GTEST_SKIP() << "SmolLM2 is not cached (scripts/fetch_model.py smollm2)";
+  ASSERT_NE(LearnedProfile(), nullptr);
+  const Profile& profile = *LearnedProfile();
+  const testing::RealKv* kv = Kv();
+  const TensorView keys = SliceTokens(kv->cache.keys(), 0, 2 * kChunkTokens);
+  const TensorView values = SliceTokens(kv->cache.values(), 0, 2 * kChunkTokens);
+  std::vector<float> importance = kv->cache.Importance();
+  importance.resize(static_cast<size_t>(2 * kChunkTokens));
+  bench::GpuChunkFolderOptions options;
+  options.chunk_tokens = kChunkTokens;
+  options.passthrough_tokens = kChunkTokens;
+  const bench::GpuChunkFolder made = bench::MakeGpuChunkFolder(keys, values, importance, profile, options).value();
+  testing::TempDir dir;
+  ASSERT_TRUE(bench::WriteGpuChunkFolder(dir.path(), made).ok());
+  const bench::GpuChunkFolder folder = bench::ReadGpuChunkFolder(dir.path()).value();
+  ASSERT_EQ(folder.sets.size(), made.sets.size());
+  EXPECT_EQ(folder.profile_bytes, profile.bytes());
+  const int64_t L = keys.layers(), C = keys.channels();
+  for (const bench::GpuChunkSet& set : folder.sets) {
+    std::vector<uint16_t> kv16(static_cast<size_t>(2 * L * set.tokens * C));
+    const KvDestination d = KvDestination::Contiguous(
+        TensorView::Dense(kv16.data(), DType::kF16, L, set.tokens, C),
+        TensorView::Dense(kv16.data() + kv16.size() / 2, DType::kF16, L, set.tokens, C), 1).value();
+    std::vector<GpuChunk> chunks;
+    for (const auto& c : set.chunks) chunks.push_back({c.data(), c.size(), c.data(), c.size()});
+    ASSERT_TRUE(cuda::testing::DecodeChunksOnHost(chunks, &profile, d).ok()) << set.name;
+    EXPECT_EQ(ProfileHash(reinterpret_cast<const uint8_t*>(kv16.data()), kv16.size() * 2), set.hash) << set.name;
+  }
 }
 
 }  // namespace
