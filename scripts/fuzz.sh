@@ -15,7 +15,7 @@ jobs=${KVSTREAM_FUZZ_JOBS:-$(nproc)}
 if [ ! -f "$build_dir/CMakeCache.txt" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-    -DKVSTREAM_FUZZ=ON -DKVSTREAM_SANITIZE=ON \
+    -DKVSTREAM_FUZZ=ON -DKVSTREAM_SANITIZE=ON -DKVSTREAM_CUDA=OFF \
     -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link >/dev/null
 fi
 targets=(chunk_decode_fuzz chunk_fuzz_seeds rans_decode_fuzz rans_fuzz_seeds kv_dump_fuzz control_message_fuzz control_fuzz_seeds)

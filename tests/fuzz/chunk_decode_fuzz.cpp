@@ -8,6 +8,8 @@
 //          write its hash into the header, so that profile-referencing segments are exercised;
 //   bits 2-3  destination dtype (f32, f16, bf16, f16) — bit 3 also makes the destination strided;
 //   bit 4  the bytes are a profile, not a chunk (bit 0 fixes its trailing CRC).
+// Every chunk also goes through the GPU decoder's kernels (the CPU launcher), which must give the CPU
+// decoder's bits wherever it accepts the chunk.
 // Seeds: real chunks and profiles written by chunk_fuzz_seeds (scripts/fuzz.sh).
 #include <cstdint>
 #include <cstring>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "codec/common/crc32c.h"
+#include "cuda/testing/host_launch.h"
 #include "kvstream/codec.h"
 #include "kvstream/profile.h"
 #include "tests/fuzz/fuzz_profile.h"
@@ -98,6 +101,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     view->strides[1] = row;
     view->strides[0] = T * row;
   }
-  (void)kvstream::DecodeChunk(b.data(), b.size(), options, kv, vv);
+  const kvstream::Status cpu = kvstream::DecodeChunk(b.data(), b.size(), options, kv, vv);
+  // The GPU decoder's kernels on the same bytes, run by the CPU launcher: never a crash whatever the bytes
+  // (they check no CRC, so damaged segments reach them), and where the CPU decoder accepted the chunk,
+  // the same bits (unless the chunk's in-chunk bank is above the GPU's table limit).
+  std::vector<uint8_t> gk(static_cast<size_t>(L * T * C) * kvstream::DTypeSize(dtype)), gv(gk.size());
+  auto d = kvstream::KvDestination::Contiguous(kvstream::TensorView::Dense(gk.data(), dtype, L, T, C),
+                                               kvstream::TensorView::Dense(gv.data(), dtype, L, T, C), 1);
+  if (!d.ok()) return 0;
+  d->position_offset = info->token_begin;
+  const kvstream::Status gpu = kvstream::cuda::testing::DecodeChunksOnHost(
+      {{b.data(), b.size(), b.data(), b.size()}}, profile, *d, options.limits);
+  if (!cpu.ok()) return 0;
+  if (gpu.code() == kvstream::StatusCode::kResourceExhausted) return 0;
+  if (!gpu.ok()) __builtin_trap();
+  const size_t es = kvstream::DTypeSize(dtype);
+  for (int64_t l = 0; l < L; ++l) {
+    for (int64_t t = 0; t < T; ++t) {
+      const size_t dense = static_cast<size_t>((l * T + t) * C) * es, wide = static_cast<size_t>((l * T + t) * row) * es;
+      if (std::memcmp(gk.data() + dense, k.data() + wide, static_cast<size_t>(C) * es) != 0 ||
+          std::memcmp(gv.data() + dense, v.data() + wide, static_cast<size_t>(C) * es) != 0) {
+        __builtin_trap();
+      }
+    }
+  }
   return 0;
 }
