@@ -1,6 +1,7 @@
 // The host's half of a GPU decode (decode_plan.h).
 #include "cuda/decode_plan.h"
 
+#include <algorithm>
 #include <string>
 
 #include "codec/common/key_rotation.h"
@@ -67,6 +68,7 @@ ProfileTables ProfileImage::HostTables() const {
   t.residual_bases = or_null(residual_bases);
   t.prediction_kept = or_null(prediction_kept);
   t.prediction_table = or_null(prediction_table);
+  t.predictor_bytes = predictor_bytes ? 1 : 0;
   return t;
 }
 
@@ -107,6 +109,7 @@ Result<ProfileImage> MakeProfileImage(const Profile& profile) {
     image.input_scales = pr.input_scales;
     image.bias = pr.bias;
     image.predictor = pr.weights;
+    image.predictor_bytes = std::all_of(pr.weights.begin(), pr.weights.end(), [](int16_t w) { return w >= -128 && w <= 127; });
     image.predictor_scales = pr.weight_scales;
     image.residual_bases = pr.bases;
     for (const ProfilePredictionLevel& level : pr.levels) {
@@ -129,7 +132,7 @@ Result<DecodePlan> PlanDecode(const std::vector<GpuChunk>& chunks, const Profile
   plan.destination = destination;
   plan.bases = codec::JoinedBases(destination);
   plan.tile_first.push_back(0);
-  size_t symbols = 0, row_escapes = 0, channel_tables = 0, tables = 0, rings = 0;
+  size_t symbols = 0, row_escapes = 0, channel_tables = 0, tables = 0, rings = 0, sums = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const GpuChunk& chunk = chunks[i];
     if (chunk.host_header == nullptr) return Status::InvalidArgument("chunk " + std::to_string(i) + ": no host copy of its header");
@@ -186,8 +189,16 @@ Result<DecodePlan> PlanDecode(const std::vector<GpuChunk>& chunks, const Profile
                  : predicted                 ? SegmentKind::kPredicted
                  : transform                 ? SegmentKind::kTransform
                                              : SegmentKind::kChannelUniform;
-      job.predictor_ring = ring && seg.layer == 0 && seg.tensor == SegmentTensor::kKeys
-                               ? reinterpret_cast<int16_t*>(ring) : nullptr;
+      const bool first_segment = seg.layer == 0 && seg.tensor == SegmentTensor::kKeys;
+      job.predictor_ring = ring && first_segment ? reinterpret_cast<int16_t*>(ring) : nullptr;
+      // The exact sums' scratch (offset + 1): a transform segment's tokens, rounded up to whole tiles; a
+      // predicted chunk's tiles, kPredictedSumArrays arrays each, at its first segment.
+      const size_t tiles = static_cast<size_t>((info.tokens + kTileRows - 1) / kTileRows);
+      const size_t tile_values = static_cast<size_t>(kTileRows) * static_cast<size_t>(info.channels);
+      const size_t sum_values = predicted ? (first_segment ? tiles * kPredictedSumArrays * tile_values : 0)
+                                : transform ? tiles * tile_values : 0;
+      job.sums = sum_values ? reinterpret_cast<int32_t*>(sums + 1) : nullptr;
+      sums += sum_values;
       job.fine_level = static_cast<int8_t>(info.fine_rows.empty() ? 0 : info.fine_level);
       job.stream_rows[0] = stream_rows[0];
       job.stream_rows[1] = stream_rows[1];
@@ -218,8 +229,7 @@ Result<DecodePlan> PlanDecode(const std::vector<GpuChunk>& chunks, const Profile
       plan.jobs.push_back(job);
       plan.chunk_of.push_back(static_cast<uint32_t>(i));
       plan.segment_of.push_back(seg);
-      const uint32_t tiles = static_cast<uint32_t>((info.tokens + kRowsPerTile - 1) / kRowsPerTile);
-      plan.tile_first.push_back(plan.tile_first.back() + tiles);
+      plan.tile_first.push_back(plan.tile_first.back() + static_cast<uint32_t>(tiles));
     }
   }
   ScratchLayout& s = plan.scratch;
@@ -228,7 +238,8 @@ Result<DecodePlan> PlanDecode(const std::vector<GpuChunk>& chunks, const Profile
   s.channel_tables = s.row_escapes + AlignUp(4 * row_escapes);
   s.tables = s.channel_tables + AlignUp(2 * channel_tables);
   s.rings = s.tables + AlignUp(4 * tables);
-  s.bytes = s.rings + 2 * rings;
+  s.sums = s.rings + AlignUp(2 * rings);
+  s.bytes = s.sums + 4 * sums;
   return plan;
 }
 
@@ -237,6 +248,7 @@ void AssignScratch(DecodePlan& plan, uint8_t* base, const uint32_t* data) {
   for (SegmentJob& job : plan.jobs) {
     if (job.rope) job.rope = reinterpret_cast<const float*>(data + (reinterpret_cast<size_t>(job.rope) - 1));
     if (job.row_map) job.row_map = data + (reinterpret_cast<size_t>(job.row_map) - 1);
+    if (job.sums) job.sums = reinterpret_cast<int32_t*>(base + s.sums) + (reinterpret_cast<size_t>(job.sums) - 1);
     if (job.predictor_ring) {
       job.predictor_ring = reinterpret_cast<int16_t*>(base + s.rings) + (reinterpret_cast<size_t>(job.predictor_ring) - 1);
     }

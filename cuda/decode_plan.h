@@ -30,6 +30,7 @@ struct ProfileImage {
   std::vector<int16_t> predictor, residual_bases;
   std::vector<uint32_t> prediction_kept;
   std::vector<uint16_t> prediction_table;
+  bool predictor_bytes = false;  // every predictor weight within int8
 
   // The tables over this image's own arrays (host memory).
   ProfileTables HostTables() const;
@@ -38,7 +39,7 @@ Result<ProfileImage> MakeProfileImage(const Profile& profile);
 
 // Where a launch's scratch goes, as offsets within one buffer.
 struct ScratchLayout {
-  size_t symbols = 0, row_escapes = 0, channel_tables = 0, tables = 0, rings = 0;  // offsets
+  size_t symbols = 0, row_escapes = 0, channel_tables = 0, tables = 0, rings = 0, sums = 0;  // offsets
   size_t bytes = 0;                                                      // the buffer's size
 };
 

@@ -9,6 +9,8 @@
 //   x.Sync()                          a barrier between phases (__syncthreads)
 //   x.Ballot(pred, use)               a warp vote: use(t, mask) gets the 32-bit mask of pred(t') over the
 //                                     lanes t' of t's warp (bit = lane)
+//   x.Mma<AU, BU>(operands)           a warp's tensor-core product (warp_mma.h): operands(t, a, b, d) points
+//                                     lane t's A and B fragments and its accumulators d += A x B
 //   X::Local<T>                       a per-thread variable kept across phases: v[t]
 // Control flow outside Each must be the same for every thread of the block (a loop's count, a branch's
 // condition), as a barrier or a full-warp vote requires on the GPU.
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "common/half.h"
+#include "cuda/kernels/warp_mma.h"
 
 namespace kvstream::cuda {
 
@@ -52,6 +55,18 @@ class HostBlock {
     }
   }
 
+  // The product of each warp's 32 lanes' fragments, exactly, as the tensor cores compute it.
+  template <bool kAUnsigned, bool kBUnsigned, typename Operands>
+  void Mma(Operands&& operands) {
+    for (int w = 0; w < threads_; w += kWarpSize) {
+      const uint32_t* a[kWarpSize];
+      const uint32_t* b[kWarpSize];
+      int32_t* d[kWarpSize];
+      for (int lane = 0; lane < kWarpSize; ++lane) operands(w + lane, a[lane], b[lane], d[lane]);
+      MmaEmulate<kAUnsigned, kBUnsigned>(a, b, d);
+    }
+  }
+
   template <typename T>
   class Local {
    public:
@@ -83,6 +98,15 @@ class DeviceBlock {
   __device__ void Ballot(Pred&& pred, Use&& use) {
     const int t = static_cast<int>(threadIdx.x);
     use(t, __ballot_sync(0xffffffffu, pred(t)));
+  }
+
+  template <bool kAUnsigned, bool kBUnsigned, typename Operands>
+  __device__ void Mma(Operands&& operands) {
+    const uint32_t* a;
+    const uint32_t* b;
+    int32_t* d;
+    operands(static_cast<int>(threadIdx.x), a, b, d);
+    MmaDevice<kAUnsigned, kBUnsigned>(a, b, d);
   }
 
   template <typename T>

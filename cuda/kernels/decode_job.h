@@ -37,6 +37,8 @@ struct SegmentJob {
   const uint32_t* row_map;   // fine rows: per coded row, kFineRowBit if fine | its row in its stream
   const float* rope;         // transform and predicted keys: per token, the pairs' cosines then their sines
   int16_t* predictor_ring;   // predicted, a chunk's first segment: per coded row, 4 slices' integer rows
+  int32_t* sums;             // scratch for the exact sums: transform, per token [channels]; predicted, the
+                             // chunk's first segment, per 32-row tile 4 x [32][channels]
   uint8_t* symbols;          // scratch for every coded row's symbols (the fine stream's after the other's)
   uint32_t* row_escapes;     // scratch for a count per coded row (stream order), then their prefix
   uint16_t* channel_table;   // scratch for channels table numbers (in-chunk tables), or null
@@ -90,6 +92,7 @@ struct ProfileTables {
   const float* input_scales = nullptr;      // [slice][channel]
   const float* bias = nullptr;              // [slice][channel]
   const int16_t* predictor = nullptr;       // [block][input channel][channel], blocks in slice order
+  int32_t predictor_bytes = 0;              // 1: every predictor weight lies within int8
   const float* predictor_scales = nullptr;  // [block][channel]
   const int16_t* residual_bases = nullptr;  // [slice][component][channel]
   const uint32_t* prediction_kept = nullptr;    // [level - 1][slice]

@@ -16,6 +16,7 @@
 #include "cuda/kernels/block_executor.h"
 #include "cuda/kernels/bytes.h"
 #include "cuda/kernels/decode_job.h"
+#include "cuda/kernels/tile_sums.h"
 
 namespace kvstream::cuda {
 
@@ -122,33 +123,55 @@ KVSTREAM_HD int StreamOfRow(const SegmentJob& job, int32_t r, uint32_t* stream_r
   return (e & kFineRowBit) ? 1 : 0;
 }
 
+static_assert(kRowsPerTile == kTileRows, "a reconstruction tile is a tile of sums");
+inline constexpr int kPredictedSumArrays = 4;  // up to 3 predictor blocks' sums and the residual's
 inline constexpr int kMaxTransformRow = 1024;  // codec::kMaxTransformChannels
 struct ReconstructShared {
   float y[kReconstructThreads / kWarpSize][kMaxTransformRow];  // a warp's transform row before RoPE
 };
 
-// A coded row's value at channel c in the transform's and the predicted scheme's residual form
-// (docs/format.md, "Scheme 3"): base + the exact integer sum of the row's weights against `basis`, times the
-// scaled step, then the escaped components in component order.
-KVSTREAM_HD float ComponentValue(const SegmentJob& job, const SegmentFrame& f, const int16_t* basis, size_t c, int32_t row,
-                                 float base) {
-  const size_t C = static_cast<size_t>(job.channels);
+// Where a coded row's symbols are: its stream and its first symbol (docs/format.md, "Fine rows").
+KVSTREAM_HD const uint8_t* RowSymbols(const SegmentJob& job, const SegmentFrame& f, int32_t row, const StreamFrame** st) {
   uint32_t stream_row = 0;
-  const StreamFrame& st = f.stream[StreamOfRow(job, row - job.sink_rows, &stream_row)];
-  const uint8_t* sym = job.symbols + st.symbols + static_cast<size_t>(stream_row) * st.period;
-  int32_t acc = 0;
-  for (uint32_t j = 0; j < st.period; ++j) {
-    const int q = sym[j] == codec::kEscapeSymbol ? 0 : codec::SymbolToQ(sym[j]);
-    acc += q * static_cast<int32_t>(basis[j * C + c]);
-  }
-  float v = codec::DequantTransform(acc, base, st.scaled_step);
-  uint32_t escape = job.row_escapes[st.first_row + stream_row];
-  for (uint32_t j = 0; j < st.period; ++j) {
+  *st = &f.stream[StreamOfRow(job, row - job.sink_rows, &stream_row)];
+  return job.symbols + (*st)->symbols + static_cast<size_t>(stream_row) * (*st)->period;
+}
+
+// A coded row's weight of component k (0 for an escape, whose value is added after the sums, and past
+// the row's kept components).
+KVSTREAM_HD int32_t RowWeight(const SegmentJob& job, const SegmentFrame& f, int32_t row, int k) {
+  if (row < job.sink_rows || row >= job.tokens) return 0;
+  const StreamFrame* st;
+  const uint8_t* sym = RowSymbols(job, f, row, &st);
+  if (static_cast<uint32_t>(k) >= st->period || sym[k] == codec::kEscapeSymbol) return 0;
+  return codec::SymbolToQ(sym[k]);
+}
+
+// A coded row's value at channel c in the transform's and the predicted scheme's residual form
+// (docs/format.md, "Scheme 3"): base + the exact integer sum `acc` of the row's weights against `basis`
+// (TileSums), times the scaled step, then the escaped components in component order.
+KVSTREAM_HD float ComponentValue(const SegmentJob& job, const SegmentFrame& f, const int16_t* basis, size_t c, int32_t row,
+                                 float base, int32_t acc) {
+  const size_t C = static_cast<size_t>(job.channels);
+  const StreamFrame* st;
+  const uint8_t* sym = RowSymbols(job, f, row, &st);
+  float v = codec::DequantTransform(acc, base, st->scaled_step);
+  uint32_t stream_row = 0;
+  StreamOfRow(job, row - job.sink_rows, &stream_row);
+  uint32_t escape = job.row_escapes[st->first_row + stream_row];
+  for (uint32_t j = 0; j < st->period; ++j) {
     if (sym[j] != codec::kEscapeSymbol) continue;
-    const float w = HalfToFloat(static_cast<uint16_t>(LoadU16(job.bytes + st.escapes + 2 * static_cast<size_t>(escape++))));
-    v = codec::AddEscapedComponent(v, w, st.scaled_step, basis[j * C + c]);
+    const float w = HalfToFloat(static_cast<uint16_t>(LoadU16(job.bytes + st->escapes + 2 * static_cast<size_t>(escape++))));
+    v = codec::AddEscapedComponent(v, w, st->scaled_step, basis[j * C + c]);
   }
   return v;
+}
+
+// The deepest stream of a segment: how many components the sums of a tile of its rows run over.
+KVSTREAM_HD int SumDepth(const SegmentJob& job, const SegmentFrame& f) {
+  uint32_t depth = f.stream[0].period;
+  if (StreamCount(job) == 2 && f.stream[1].period > depth) depth = f.stream[1].period;
+  return static_cast<int>(depth);
 }
 
 KVSTREAM_HD float SinkValue(const SegmentJob& job, const SegmentFrame& f, int32_t row, size_t c) {
@@ -193,8 +216,9 @@ KVSTREAM_HD void StoreComponentRow(const DecodeArgs& a, int s, int32_t row, cons
   }
 }
 
-// Transform segments (docs/format.md, "Scheme 3"): warp w's row at a time, a lane per channel, into the
-// warp's row in shared memory; then RoPE (keys) and the stores.
+// Transform segments (docs/format.md, "Scheme 3"): the tile's sums on the tensor cores into the
+// segment's scratch, then warp w's row at a time, a lane per channel, into the warp's row in shared
+// memory; then RoPE (keys) and the stores.
 template <typename X>
 KVSTREAM_HD void TransformRows(X& x, const DecodeArgs& a, int s, int32_t first_row, ReconstructShared& sh) {
   const SegmentJob& job = a.jobs[s];
@@ -204,14 +228,22 @@ KVSTREAM_HD void TransformRows(X& x, const DecodeArgs& a, int s, int32_t first_r
   const size_t slice = static_cast<size_t>(job.layer) * 2 + static_cast<size_t>(job.kv);
   const int16_t* basis = p.bases + slice * C * C;
   const float* mean = p.transform_means + slice * C;
+  int32_t* sums = job.sums + static_cast<size_t>(first_row) * C;  // the tile's rows
+  typename X::template Local<MmaLane> lane(x);
+  TileSums(x, lane, static_cast<int>(C), SumDepth(job, f), /*a_bytes=*/true, /*w_bytes=*/false,
+           [&](int r, int k) { return RowWeight(job, f, first_row + r, k); },
+           [&](int k, int c) { return static_cast<int32_t>(basis[static_cast<size_t>(k) * C + static_cast<size_t>(c)]); },
+           [&](int r, int c, int32_t v) { sums[static_cast<size_t>(r) * C + static_cast<size_t>(c)] = v; });
+  x.Sync();
   const int warps = x.threads() / kWarpSize;
   for (int32_t r0 = 0; r0 < kRowsPerTile; r0 += warps) {
     x.Each([&](int t) {
-      const int32_t row = first_row + r0 + t / kWarpSize;
+      const int32_t r = r0 + t / kWarpSize, row = first_row + r;
       if (row >= job.tokens) return;
       float* y = sh.y[t / kWarpSize];
       for (size_t c = static_cast<size_t>(t % kWarpSize); c < C; c += kWarpSize) {
-        y[c] = row < job.sink_rows ? SinkValue(job, f, row, c) : ComponentValue(job, f, basis, c, row, mean[c]);
+        y[c] = row < job.sink_rows ? SinkValue(job, f, row, c)
+                                   : ComponentValue(job, f, basis, c, row, mean[c], sums[static_cast<size_t>(r) * C + c]);
       }
     });
     x.Sync();
@@ -251,7 +283,11 @@ KVSTREAM_HD void PredictedRows(X& x, const DecodeArgs& a, int s0, int32_t first_
   }
   const size_t C = static_cast<size_t>(p.channels);
   int16_t* ring = a.jobs[s0].predictor_ring;
+  // The tile's sums: one array per predictor block, then the residual's (kPredictedSumArrays).
+  int32_t* tile_sums = a.jobs[s0].sums + static_cast<size_t>(first_row / kTileRows) * kPredictedSumArrays * kTileRows * C;
+  const auto sums_of = [&](int array) { return tile_sums + static_cast<size_t>(array) * kTileRows * C; };
   const int warps = x.threads() / kWarpSize;
+  typename X::template Local<MmaLane> lane(x);
   for (int slice = 0; slice < slices; ++slice) {
     const int s = s0 + slice;
     const SegmentJob& job = a.jobs[s];
@@ -259,27 +295,41 @@ KVSTREAM_HD void PredictedRows(X& x, const DecodeArgs& a, int s0, int32_t first_
     int inputs[3], first_block = 0;
     const int blocks = PredictorInputSlices(slice, inputs, &first_block);
     const int16_t* basis = p.residual_bases + static_cast<size_t>(slice) * C * C;
+    for (int b = 0; b < blocks; ++b) {
+      const int16_t* weights = p.predictor + static_cast<size_t>(first_block + b) * C * C;
+      const size_t slot = static_cast<size_t>(RingSlot(inputs[b]));
+      int32_t* out = sums_of(b);
+      TileSums(x, lane, static_cast<int>(C), static_cast<int>(C), /*a_bytes=*/false, p.predictor_bytes != 0,
+               [&](int r, int k) -> int32_t {
+                 const int32_t row = first_row + r;
+                 if (row < job.sink_rows || row >= job.tokens) return 0;
+                 return ring[(static_cast<size_t>(row - job.sink_rows) * 4 + slot) * C + static_cast<size_t>(k)];
+               },
+               [&](int k, int c) { return static_cast<int32_t>(weights[static_cast<size_t>(k) * C + static_cast<size_t>(c)]); },
+               [&](int r, int c, int32_t v) { out[static_cast<size_t>(r) * C + static_cast<size_t>(c)] = v; });
+    }
+    int32_t* residual = sums_of(kPredictedSumArrays - 1);
+    TileSums(x, lane, static_cast<int>(C), SumDepth(job, f), /*a_bytes=*/true, /*w_bytes=*/false,
+             [&](int r, int k) { return RowWeight(job, f, first_row + r, k); },
+             [&](int k, int c) { return static_cast<int32_t>(basis[static_cast<size_t>(k) * C + static_cast<size_t>(c)]); },
+             [&](int r, int c, int32_t v) { residual[static_cast<size_t>(r) * C + static_cast<size_t>(c)] = v; });
+    x.Sync();
     for (int32_t r0 = 0; r0 < kRowsPerTile; r0 += warps) {
       x.Each([&](int t) {
-        const int32_t row = first_row + r0 + t / kWarpSize;
+        const int32_t r = r0 + t / kWarpSize, row = first_row + r;
         if (row >= job.tokens) return;
         float* y = sh.y[t / kWarpSize];
-        const size_t coded_row = static_cast<size_t>(row - job.sink_rows);
         for (size_t c = static_cast<size_t>(t % kWarpSize); c < C; c += kWarpSize) {
           if (row < job.sink_rows) {
             y[c] = SinkValue(job, f, row, c);
             continue;
           }
+          const size_t at = static_cast<size_t>(r) * C + c;
           float base = p.bias[static_cast<size_t>(slice) * C + c];
           for (int b = 0; b < blocks; ++b) {
-            const int16_t* z = ring + (coded_row * 4 + static_cast<size_t>(RingSlot(inputs[b]))) * C;
-            const size_t block = static_cast<size_t>(first_block + b);
-            const int16_t* weights = p.predictor + block * C * C;
-            int32_t acc = 0;
-            for (size_t i = 0; i < C; ++i) acc += static_cast<int32_t>(z[i]) * static_cast<int32_t>(weights[i * C + c]);
-            base = codec::AddPrediction(base, acc, p.predictor_scales[block * C + c]);
+            base = codec::AddPrediction(base, sums_of(b)[at], p.predictor_scales[static_cast<size_t>(first_block + b) * C + c]);
           }
-          y[c] = ComponentValue(job, f, basis, c, row, base);
+          y[c] = ComponentValue(job, f, basis, c, row, base, residual[at]);
         }
       });
       x.Sync();
