@@ -42,6 +42,14 @@ Status CheckDestinationFits(const ChunkInfo& info, const KvDestination& d, size_
   return Status::Ok();
 }
 
+// Appends a bank's slot tables to `slots` (all banks' tables, numbered in order) and each of its channels'
+// table numbers to `table`.
+void AppendBank(const codec::TableBank& bank, std::vector<uint16_t>* table, std::vector<uint32_t>* slots) {
+  const size_t first = slots->size() / kSlotsPerTable;
+  for (uint8_t index : bank.index) table->push_back(static_cast<uint16_t>(first + index));
+  for (const codec::RansModel& m : bank.models) slots->insert(slots->end(), m.decode_table(), m.decode_table() + kSlotsPerTable);
+}
+
 }  // namespace
 
 ProfileTables ProfileImage::HostTables() const {
@@ -79,14 +87,9 @@ Result<ProfileImage> MakeProfileImage(const Profile& profile) {
   image.channels = d.channels;
   image.levels = static_cast<int32_t>(d.levels.size());
   image.means = d.means;
-  size_t models = 0;
   for (const ProfileLevelData& level : d.levels) {
     image.steps.insert(image.steps.end(), level.steps.begin(), level.steps.end());
-    for (uint8_t index : level.bank.index) image.channel_table.push_back(static_cast<uint16_t>(models + index));
-    for (const codec::RansModel& m : level.bank.models) {
-      image.slots.insert(image.slots.end(), m.decode_table(), m.decode_table() + kSlotsPerTable);
-    }
-    models += level.bank.models.size();
+    AppendBank(level.bank, &image.channel_table, &image.slots);
   }
   if (d.has_transform) {
     const ProfileTransform& tr = d.transform;
@@ -97,11 +100,7 @@ Result<ProfileImage> MakeProfileImage(const Profile& profile) {
     for (const ProfileTransformLevel& level : tr.levels) {
       image.transform_steps.insert(image.transform_steps.end(), level.steps.begin(), level.steps.end());
       image.transform_kept.insert(image.transform_kept.end(), level.kept.begin(), level.kept.end());
-      for (uint8_t index : level.bank.index) image.transform_table.push_back(static_cast<uint16_t>(models + index));
-      for (const codec::RansModel& m : level.bank.models) {
-        image.slots.insert(image.slots.end(), m.decode_table(), m.decode_table() + kSlotsPerTable);
-      }
-      models += level.bank.models.size();
+      AppendBank(level.bank, &image.transform_table, &image.slots);
     }
   }
   if (d.has_prediction) {
@@ -114,13 +113,10 @@ Result<ProfileImage> MakeProfileImage(const Profile& profile) {
     image.residual_bases = pr.bases;
     for (const ProfilePredictionLevel& level : pr.levels) {
       image.prediction_kept.insert(image.prediction_kept.end(), level.kept.begin(), level.kept.end());
-      for (uint8_t index : level.bank.index) image.prediction_table.push_back(static_cast<uint16_t>(models + index));
-      for (const codec::RansModel& m : level.bank.models) {
-        image.slots.insert(image.slots.end(), m.decode_table(), m.decode_table() + kSlotsPerTable);
-      }
-      models += level.bank.models.size();
+      AppendBank(level.bank, &image.prediction_table, &image.slots);
     }
   }
+  const size_t models = image.slots.size() / kSlotsPerTable;
   if (models > 65535) return Status::ResourceExhausted("profile: " + std::to_string(models) + " tables, the GPU decoder takes 65535");
   return image;
 }

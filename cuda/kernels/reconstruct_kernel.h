@@ -216,6 +216,18 @@ KVSTREAM_HD void StoreComponentRow(const DecodeArgs& a, int s, int32_t row, cons
   }
 }
 
+// The exact sums of a tile's coded rows' weights against `basis` (a transform basis or a residual basis)
+// into out[r][channel] for the tile's rows r.
+template <typename X>
+KVSTREAM_HD void ResidualSums(X& x, typename X::template Local<MmaLane>& lane, const SegmentJob& job,
+                              const SegmentFrame& f, const int16_t* basis, int32_t first_row, int32_t* out) {
+  const size_t C = static_cast<size_t>(job.channels);
+  TileSums(x, lane, static_cast<int>(C), SumDepth(job, f), /*a_bytes=*/true, /*w_bytes=*/false,
+           [&](int r, int k) { return RowWeight(job, f, first_row + r, k); },
+           [&](int k, int c) { return static_cast<int32_t>(basis[static_cast<size_t>(k) * C + static_cast<size_t>(c)]); },
+           [&](int r, int c, int32_t v) { out[static_cast<size_t>(r) * C + static_cast<size_t>(c)] = v; });
+}
+
 // Transform segments (docs/format.md, "Scheme 3"): the tile's sums on the tensor cores into the
 // segment's scratch, then warp w's row at a time, a lane per channel, into the warp's row in shared
 // memory; then RoPE (keys) and the stores.
@@ -230,10 +242,7 @@ KVSTREAM_HD void TransformRows(X& x, const DecodeArgs& a, int s, int32_t first_r
   const float* mean = p.transform_means + slice * C;
   int32_t* sums = job.sums + static_cast<size_t>(first_row) * C;  // the tile's rows
   typename X::template Local<MmaLane> lane(x);
-  TileSums(x, lane, static_cast<int>(C), SumDepth(job, f), /*a_bytes=*/true, /*w_bytes=*/false,
-           [&](int r, int k) { return RowWeight(job, f, first_row + r, k); },
-           [&](int k, int c) { return static_cast<int32_t>(basis[static_cast<size_t>(k) * C + static_cast<size_t>(c)]); },
-           [&](int r, int c, int32_t v) { sums[static_cast<size_t>(r) * C + static_cast<size_t>(c)] = v; });
+  ResidualSums(x, lane, job, f, basis, first_row, sums);
   x.Sync();
   const int warps = x.threads() / kWarpSize;
   for (int32_t r0 = 0; r0 < kRowsPerTile; r0 += warps) {
@@ -309,10 +318,7 @@ KVSTREAM_HD void PredictedRows(X& x, const DecodeArgs& a, int s0, int32_t first_
                [&](int r, int c, int32_t v) { out[static_cast<size_t>(r) * C + static_cast<size_t>(c)] = v; });
     }
     int32_t* residual = sums_of(kPredictedSumArrays - 1);
-    TileSums(x, lane, static_cast<int>(C), SumDepth(job, f), /*a_bytes=*/true, /*w_bytes=*/false,
-             [&](int r, int k) { return RowWeight(job, f, first_row + r, k); },
-             [&](int k, int c) { return static_cast<int32_t>(basis[static_cast<size_t>(k) * C + static_cast<size_t>(c)]); },
-             [&](int r, int c, int32_t v) { residual[static_cast<size_t>(r) * C + static_cast<size_t>(c)] = v; });
+    ResidualSums(x, lane, job, f, basis, first_row, residual);
     x.Sync();
     for (int32_t r0 = 0; r0 < kRowsPerTile; r0 += warps) {
       x.Each([&](int t) {
