@@ -55,12 +55,15 @@ KVSTREAM_HD float HalfToFloat(uint16_t h) {
   return BitsToFloat(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
-// binary32 -> binary16 with round-to-nearest-even; overflow gives infinity, NaN stays NaN.
+// binary32 -> binary16 with round-to-nearest-even; overflow gives infinity. A NaN stays NaN with the top
+// 10 bits of its payload, made quiet: what x86's F16C conversion (the CPU decoder's row stores) gives, so
+// that scalar, vector and GPU stores agree on every bit, NaN payloads included.
 KVSTREAM_HD uint16_t FloatToHalf(float f) {
   const uint32_t x = FloatBits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
+  if (abs == 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u);
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
   if (abs < 0x38800000u) {                                               // below the smallest normal half
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);           // rounds to zero

@@ -12,6 +12,7 @@
 // decoder's bits wherever it accepts the chunk.
 // Seeds: real chunks and profiles written by chunk_fuzz_seeds (scripts/fuzz.sh).
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -114,13 +115,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       {{b.data(), b.size(), b.data(), b.size()}}, profile, *d, options.limits);
   if (!cpu.ok()) return 0;
   if (gpu.code() == kvstream::StatusCode::kResourceExhausted) return 0;
-  if (!gpu.ok()) __builtin_trap();
+  if (!gpu.ok()) {
+    std::fprintf(stderr, "GPU kernels refused a chunk the CPU decoder accepts: %s\n", gpu.ToString().c_str());
+    __builtin_trap();
+  }
   const size_t es = kvstream::DTypeSize(dtype);
   for (int64_t l = 0; l < L; ++l) {
     for (int64_t t = 0; t < T; ++t) {
       const size_t dense = static_cast<size_t>((l * T + t) * C) * es, wide = static_cast<size_t>((l * T + t) * row) * es;
       if (std::memcmp(gk.data() + dense, k.data() + wide, static_cast<size_t>(C) * es) != 0 ||
           std::memcmp(gv.data() + dense, v.data() + wide, static_cast<size_t>(C) * es) != 0) {
+        std::fprintf(stderr, "GPU kernels and the CPU decoder differ at layer %lld, token %lld\n",
+                     static_cast<long long>(l), static_cast<long long>(t));
         __builtin_trap();
       }
     }
