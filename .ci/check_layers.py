@@ -115,7 +115,7 @@ TARGET_ROOMS = [
     (re.compile(r"^kvstream_codec_(common|compress|decompress)$"), None),  # codec/<part>
     (re.compile(r"^kvstream_codec$"), "codec"),
     (re.compile(r"^kvstream_(model|transport|scheduler|stream|measure|cuda|bench)$"), None),
-    (re.compile(r"^kvstream_cuda_(plan|host_launch)$"), "cuda"),
+    (re.compile(r"^kvstream_cuda_(plan|host_launch|ptx)$"), "cuda"),
     (re.compile(r"^kvstream_bindings|^_kvstream$"), "bindings"),
     (re.compile(r"^(rans_bench|transform_sum_bench|kvstream_gpu_bench|kvstream_bench_gpu(_chunks)?)$"), "bench"),
     (re.compile(r"^kvstream$"), "tools"),
