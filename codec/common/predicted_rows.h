@@ -100,7 +100,7 @@ class PredictorRing {
   PredictorRing(int64_t rows, int64_t channels)
       : rows_(rows), stride_(WeightStride(channels)),
         z_(std::make_unique_for_overwrite<int16_t[]>(static_cast<size_t>(4 * rows * stride_))) {}
-  int16_t* Rows(int slice) { return z_.get() + ((slice / 2) % 2 * 2 + slice % 2) * rows_ * stride_; }
+  int16_t* Rows(int slice) { return z_.get() + PredictorRingSlot(slice) * rows_ * stride_; }
   // The rows of the slice's input slices, in block order (PredictorInputs); returns their count.
   int Inputs(int slice, const int16_t* inputs[3]) {
     int slices[3];

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "codec/common/table_bank.h"
+#include "common/half.h"
 #include "codec/common/transform_sum.h"
 #include "kvstream/profile.h"
 #include "kvstream/rope.h"
@@ -62,7 +63,7 @@ struct ProfilePrediction {
 // The input slices of slice s = 2 x layer + kv, in block order: keys of layer l > 0 read layer l - 1's
 // keys and values; values read those and this layer's keys (layer 0's values: its keys only). Returns
 // their count (0..3); *first_block: the number of blocks of the slices before s.
-inline int PredictorInputs(int slice, int inputs[3], size_t* first_block = nullptr) {
+KVSTREAM_HD int PredictorInputs(int slice, int inputs[3], size_t* first_block = nullptr) {
   const auto count = [](int s) { return s == 0 ? 0 : s == 1 ? 1 : s % 2 == 0 ? 2 : 3; };
   if (first_block) {
     size_t before = 0;
@@ -74,6 +75,11 @@ inline int PredictorInputs(int slice, int inputs[3], size_t* first_block = nullp
   if (slice % 2 == 1) inputs[n - 1] = 2 * layer;
   return n;
 }
+
+// Where slice s = 2 x layer + K/V keeps its rows' integer inputs for the slices after it, among 4 (the last
+// two layers' keys and values): no slice still reads that place once s writes it (PredictorRing, and the
+// GPU decoder's ring).
+KVSTREAM_HD int PredictorRingSlot(int slice) { return (slice / 2) % 2 * 2 + slice % 2; }
 
 struct ProfileData {
   std::string model;

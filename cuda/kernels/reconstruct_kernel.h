@@ -10,6 +10,7 @@
 
 #include "codec/common/key_rotation.h"
 #include "codec/common/kv_address.h"
+#include "codec/common/profile_data.h"
 #include "codec/common/quantizer.h"
 #include "common/half.h"
 #include "common/int8_row.h"
@@ -228,6 +229,36 @@ KVSTREAM_HD void ResidualSums(X& x, typename X::template Local<MmaLane>& lane, c
            [&](int r, int c, int32_t v) { out[static_cast<size_t>(r) * C + static_cast<size_t>(c)] = v; });
 }
 
+// The tile's rows of segment s, a warp per row at a time, a lane per channel: every value into the warp's
+// row in shared memory (sink rows as stored, coded rows as coded_value(r, row, channel), r the row within
+// the tile); then after_row(row, y, lane), and the row stored (StoreComponentRow).
+template <typename X, typename CodedValue, typename AfterRow>
+KVSTREAM_HD void ComponentTileRows(X& x, const DecodeArgs& a, int s, int32_t first_row, ReconstructShared& sh,
+                                   CodedValue&& coded_value, AfterRow&& after_row) {
+  const SegmentJob& job = a.jobs[s];
+  const SegmentFrame& f = a.frames[s];
+  const size_t C = static_cast<size_t>(job.channels);
+  const int warps = x.threads() / kWarpSize;
+  for (int32_t r0 = 0; r0 < kRowsPerTile; r0 += warps) {
+    x.Each([&](int t) {
+      const int32_t r = r0 + t / kWarpSize, row = first_row + r;
+      if (row >= job.tokens) return;
+      float* y = sh.y[t / kWarpSize];
+      for (size_t c = static_cast<size_t>(t % kWarpSize); c < C; c += kWarpSize) {
+        y[c] = row < job.sink_rows ? SinkValue(job, f, row, c) : coded_value(r, row, c);
+      }
+    });
+    x.Sync();
+    x.Each([&](int t) {
+      const int32_t row = first_row + r0 + t / kWarpSize;
+      if (row >= job.tokens) return;
+      after_row(row, sh.y[t / kWarpSize], t % kWarpSize);
+      StoreComponentRow(a, s, row, sh.y[t / kWarpSize], t % kWarpSize);
+    });
+    x.Sync();
+  }
+}
+
 // Transform segments (docs/format.md, "Scheme 3"): the tile's sums on the tensor cores into the
 // segment's scratch, then warp w's row at a time, a lane per channel, into the warp's row in shared
 // memory; then RoPE (keys) and the stores.
@@ -244,41 +275,13 @@ KVSTREAM_HD void TransformRows(X& x, const DecodeArgs& a, int s, int32_t first_r
   typename X::template Local<MmaLane> lane(x);
   ResidualSums(x, lane, job, f, basis, first_row, sums);
   x.Sync();
-  const int warps = x.threads() / kWarpSize;
-  for (int32_t r0 = 0; r0 < kRowsPerTile; r0 += warps) {
-    x.Each([&](int t) {
-      const int32_t r = r0 + t / kWarpSize, row = first_row + r;
-      if (row >= job.tokens) return;
-      float* y = sh.y[t / kWarpSize];
-      for (size_t c = static_cast<size_t>(t % kWarpSize); c < C; c += kWarpSize) {
-        y[c] = row < job.sink_rows ? SinkValue(job, f, row, c)
-                                   : ComponentValue(job, f, basis, c, row, mean[c], sums[static_cast<size_t>(r) * C + c]);
-      }
-    });
-    x.Sync();
-    x.Each([&](int t) {
-      const int32_t row = first_row + r0 + t / kWarpSize;
-      if (row < job.tokens) StoreComponentRow(a, s, row, sh.y[t / kWarpSize], t % kWarpSize);
-    });
-    x.Sync();
-  }
+  ComponentTileRows(
+      x, a, s, first_row, sh,
+      [&](int32_t r, int32_t row, size_t c) {
+        return ComponentValue(job, f, basis, c, row, mean[c], sums[static_cast<size_t>(r) * C + c]);
+      },
+      [](int32_t, const float*, int) {});
 }
-
-// The input slices of slice `slice` (docs/format.md, "Scheme 4"), in block order, and the number of
-// predictor blocks before its first: as PredictorInputs (codec/common/profile_data.h) says.
-KVSTREAM_HD int PredictorInputSlices(int slice, int inputs[3], int* first_block) {
-  const auto count = [](int k) { return k == 0 ? 0 : k == 1 ? 1 : k % 2 == 0 ? 2 : 3; };
-  int before = 0;
-  for (int k = 0; k < slice; ++k) before += count(k);
-  *first_block = before;
-  const int layer = slice / 2, n = count(slice);
-  if (layer > 0) inputs[0] = 2 * (layer - 1), inputs[1] = 2 * (layer - 1) + 1;
-  if (slice % 2 == 1) inputs[n - 1] = 2 * layer;
-  return n;
-}
-// Where slice `slice` keeps a coded row's integer inputs for the slices after it: one of 4 (the last two
-// layers' keys and values), as codec::PredictorRing.
-KVSTREAM_HD int RingSlot(int slice) { return (slice / 2) % 2 * 2 + slice % 2; }
 
 // Predicted chunks (docs/format.md, "Scheme 4"), from the block of the chunk's first segment's tile: each
 // slice in order, each of the tile's rows predicted from its input slices' integer rows (the ring), its
@@ -295,18 +298,18 @@ KVSTREAM_HD void PredictedRows(X& x, const DecodeArgs& a, int s0, int32_t first_
   // The tile's sums: one array per predictor block, then the residual's (kPredictedSumArrays).
   int32_t* tile_sums = a.jobs[s0].sums + static_cast<size_t>(first_row / kTileRows) * kPredictedSumArrays * kTileRows * C;
   const auto sums_of = [&](int array) { return tile_sums + static_cast<size_t>(array) * kTileRows * C; };
-  const int warps = x.threads() / kWarpSize;
   typename X::template Local<MmaLane> lane(x);
   for (int slice = 0; slice < slices; ++slice) {
     const int s = s0 + slice;
     const SegmentJob& job = a.jobs[s];
     const SegmentFrame& f = a.frames[s];
-    int inputs[3], first_block = 0;
-    const int blocks = PredictorInputSlices(slice, inputs, &first_block);
+    int inputs[3];
+    size_t first_block = 0;
+    const int blocks = ::kvstream::PredictorInputs(slice, inputs, &first_block);
     const int16_t* basis = p.residual_bases + static_cast<size_t>(slice) * C * C;
     for (int b = 0; b < blocks; ++b) {
-      const int16_t* weights = p.predictor + static_cast<size_t>(first_block + b) * C * C;
-      const size_t slot = static_cast<size_t>(RingSlot(inputs[b]));
+      const int16_t* weights = p.predictor + (first_block + static_cast<size_t>(b)) * C * C;
+      const size_t slot = static_cast<size_t>(::kvstream::PredictorRingSlot(inputs[b]));
       int32_t* out = sums_of(b);
       TileSums(x, lane, static_cast<int>(C), static_cast<int>(C), /*a_bytes=*/false, p.predictor_bytes != 0,
                [&](int r, int k) -> int32_t {
@@ -320,38 +323,24 @@ KVSTREAM_HD void PredictedRows(X& x, const DecodeArgs& a, int s0, int32_t first_
     int32_t* residual = sums_of(kPredictedSumArrays - 1);
     ResidualSums(x, lane, job, f, basis, first_row, residual);
     x.Sync();
-    for (int32_t r0 = 0; r0 < kRowsPerTile; r0 += warps) {
-      x.Each([&](int t) {
-        const int32_t r = r0 + t / kWarpSize, row = first_row + r;
-        if (row >= job.tokens) return;
-        float* y = sh.y[t / kWarpSize];
-        for (size_t c = static_cast<size_t>(t % kWarpSize); c < C; c += kWarpSize) {
-          if (row < job.sink_rows) {
-            y[c] = SinkValue(job, f, row, c);
-            continue;
-          }
+    const float* inv_grid = p.input_scales + static_cast<size_t>(slice) * C;
+    const size_t own_slot = static_cast<size_t>(::kvstream::PredictorRingSlot(slice));
+    ComponentTileRows(
+        x, a, s, first_row, sh,
+        [&](int32_t r, int32_t row, size_t c) {
           const size_t at = static_cast<size_t>(r) * C + c;
           float base = p.bias[static_cast<size_t>(slice) * C + c];
           for (int b = 0; b < blocks; ++b) {
-            base = codec::AddPrediction(base, sums_of(b)[at], p.predictor_scales[static_cast<size_t>(first_block + b) * C + c]);
+            base = codec::AddPrediction(base, sums_of(b)[at], p.predictor_scales[(first_block + static_cast<size_t>(b)) * C + c]);
           }
-          y[c] = ComponentValue(job, f, basis, c, row, base, residual[at]);
-        }
-      });
-      x.Sync();
-      x.Each([&](int t) {
-        const int32_t row = first_row + r0 + t / kWarpSize;
-        if (row >= job.tokens) return;
-        const float* y = sh.y[t / kWarpSize];
-        if (row >= job.sink_rows) {
-          int16_t* z = ring + (static_cast<size_t>(row - job.sink_rows) * 4 + static_cast<size_t>(RingSlot(slice))) * C;
-          const float* inv_grid = p.input_scales + static_cast<size_t>(slice) * C;
-          for (size_t c = static_cast<size_t>(t % kWarpSize); c < C; c += kWarpSize) z[c] = codec::PredictorInput(y[c], inv_grid[c]);
-        }
-        StoreComponentRow(a, s, row, y, t % kWarpSize);
-      });
-      x.Sync();
-    }
+          return ComponentValue(job, f, basis, c, row, base, residual[at]);
+        },
+        // The row's integer inputs for the slices after it (before RoPE).
+        [&](int32_t row, const float* y, int lane_index) {
+          if (row < job.sink_rows) return;
+          int16_t* z = ring + (static_cast<size_t>(row - job.sink_rows) * 4 + own_slot) * C;
+          for (size_t c = static_cast<size_t>(lane_index); c < C; c += kWarpSize) z[c] = codec::PredictorInput(y[c], inv_grid[c]);
+        });
   }
 }
 
