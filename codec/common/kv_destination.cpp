@@ -42,9 +42,13 @@ Result<KvDestination> KvDestination::Contiguous(const TensorView& keys, const Te
   return d;
 }
 
-KvDestination KvDestination::HuggingFace(std::vector<void*> keys, std::vector<void*> values, DType dtype, Device device,
-                                         int64_t batch, int64_t batch_index, int64_t kv_heads, int64_t positions,
-                                         int64_t head_dim) {
+Result<KvDestination> KvDestination::HuggingFace(std::vector<void*> keys, std::vector<void*> values, DType dtype,
+                                                 Device device, int64_t batch, int64_t batch_index, int64_t kv_heads,
+                                                 int64_t positions, int64_t head_dim) {
+  if (batch_index < 0 || batch_index >= batch) {
+    return Status::InvalidArgument("destination: batch row " + std::to_string(batch_index) + " outside a batch of " +
+                                   std::to_string(batch));
+  }
   KvDestination d;
   d.dtype = dtype;
   d.device = device;
@@ -55,8 +59,7 @@ KvDestination KvDestination::HuggingFace(std::vector<void*> keys, std::vector<vo
   d.token_stride = head_dim;
   d.head_stride = positions * head_dim;
   d.dim_stride = 1;
-  const int64_t row = batch_index >= 0 && batch_index < batch ? batch_index : 0;
-  const int64_t skip = row * kv_heads * positions * head_dim * static_cast<int64_t>(DTypeSize(dtype));
+  const int64_t skip = batch_index * kv_heads * positions * head_dim * static_cast<int64_t>(DTypeSize(dtype));
   for (void*& p : keys) p = static_cast<char*>(p) + skip;
   for (void*& p : values) p = static_cast<char*>(p) + skip;
   d.keys = std::move(keys);

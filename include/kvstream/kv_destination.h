@@ -50,8 +50,8 @@ struct KvDestination {
   // and token strides), tokens = the positions they hold.
   static Result<KvDestination> Contiguous(const TensorView& keys, const TensorView& values, int64_t kv_heads);
   // Hugging Face's DynamicCache: per layer a [batch][kv_heads][positions][head_dim] tensor, dense, written
-  // at batch row `batch_index` of `batch`.
-  static KvDestination HuggingFace(std::vector<void*> keys, std::vector<void*> values, DType dtype, Device device,
+  // at batch row `batch_index` of `batch` (InvalidArgument outside [0, batch)).
+  static Result<KvDestination> HuggingFace(std::vector<void*> keys, std::vector<void*> values, DType dtype, Device device,
                                    int64_t batch, int64_t batch_index, int64_t kv_heads, int64_t positions,
                                    int64_t head_dim);
   // vLLM's paged cache: per layer dense [num_blocks][block_size][kv_heads][head_dim] K and V blocks.

@@ -123,6 +123,14 @@ TEST(GpuKernelHarness, TextIsRefusedOnTheHost) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
 }
 
+TEST(GpuKernelHarness, AHuggingFaceBatchRowOutsideTheBatchIsRefused) {
+  std::vector<uint16_t> k(64), v(64);
+  const auto d = KvDestination::HuggingFace({k.data()}, {v.data()}, DType::kF16, Device::kHost, 2, 2, 1, 4, 8);
+  EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument) << d.status().ToString();
+  EXPECT_FALSE(KvDestination::HuggingFace({k.data()}, {v.data()}, DType::kF16, Device::kHost, 2, -1, 1, 4, 8).ok());
+  EXPECT_TRUE(KvDestination::HuggingFace({k.data()}, {v.data()}, DType::kF16, Device::kHost, 2, 1, 1, 4, 8).ok());
+}
+
 TEST(GpuKernelHarness, AHostCopyShorterThanTheHeaderIsRefused) {
   const Golden g = Load("int8.kvck", "");
   Layout l = MakeLayout("contiguous", DType::kF16, g.info, 1);

@@ -40,7 +40,7 @@ inline Layout MakeLayout(const std::string& kind, DType dtype, const ChunkInfo& 
   } else if (kind == "huggingface") {  // batch of 2, the context in row 1
     for (int64_t i = 0; i < 2 * L; ++i) l.storage.emplace_back(static_cast<size_t>(2 * kv_heads * positions * head_dim) * es);
     for (int64_t i = 0; i < L; ++i) keys.push_back(l.storage[i].data()), values.push_back(l.storage[L + i].data());
-    l.destination = KvDestination::HuggingFace(keys, values, dtype, Device::kHost, 2, 1, kv_heads, positions, head_dim);
+    l.destination = KvDestination::HuggingFace(keys, values, dtype, Device::kHost, 2, 1, kv_heads, positions, head_dim).value();
   } else {  // paged, blocks of 16 in a shuffled order; "paged-joined": K and V planes of one buffer per layer
     const int64_t block = 16, table = (positions + block - 1) / block, blocks = table + 5;
     l.block_table.resize(static_cast<size_t>(table));
