@@ -163,27 +163,57 @@ Result<DeviceProfile> DeviceProfile::Upload(const Profile& profile) {
   return DeviceProfile(std::move(impl));
 }
 
+// Pinned host memory that grows, never shrinks, and frees itself: the plan's uploads and the errors'
+// download go through it, so that neither copy waits for the host (pageable copies may).
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() {
+    if (data_) cudaFreeHost(data_);
+  }
+  Status Reserve(size_t size) {
+    if (size <= size_) return Status::Ok();
+    if (data_) cudaFreeHost(data_);
+    data_ = nullptr;
+    size_ = 0;
+    KVSTREAM_CUDA(cudaMallocHost(&data_, size));
+    size_ = size;
+    return Status::Ok();
+  }
+  uint8_t* get() const { return static_cast<uint8_t*>(data_); }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 struct GpuDecoder::Impl {
   Options options;
   DeviceBuffer scratch, data, jobs, frames, errors, tiles, bases;
+  PinnedBuffer upload;       // the plan's arrays, one after another (UploadOffsets)
+  PinnedBuffer host_errors;  // the segments' error codes, copied back after the launches
+  cudaEvent_t done = nullptr;  // recorded after the errors' copy: Finish waits for this decode only
   cuda::DecodePlan plan;
-  std::vector<uint32_t> host_errors;
-  cudaStream_t stream = nullptr;
   bool pending = false;
+  ~Impl() {
+    if (pending) cudaEventSynchronize(done);
+    if (done) cudaEventDestroy(done);
+  }
 };
 
 GpuDecoder::GpuDecoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuDecoder::GpuDecoder(GpuDecoder&&) noexcept = default;
 GpuDecoder& GpuDecoder::operator=(GpuDecoder&&) noexcept = default;
-GpuDecoder::~GpuDecoder() {
-  if (impl_ && impl_->pending) cudaStreamSynchronize(impl_->stream);
-}
+GpuDecoder::~GpuDecoder() = default;
 
 Result<GpuDecoder> GpuDecoder::Create(const Options& options) {
   std::string why;
   if (!GpuAvailable(&why)) return Status::Unsupported("GPU decoder: " + why);
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  KVSTREAM_CUDA(cudaEventCreateWithFlags(&impl->done, cudaEventDisableTiming));
   return GpuDecoder(std::move(impl));
 }
 
@@ -195,7 +225,7 @@ Status GpuDecoder::Decode(const std::vector<GpuChunk>& chunks, const DeviceProfi
   KVSTREAM_ASSIGN_OR_RETURN(m.plan, cuda::PlanDecode(chunks, profile ? &profile->profile() : nullptr, destination,
                                                      m.options.limits));
   if (m.plan.jobs.empty()) return Status::Ok();
-  m.stream = static_cast<cudaStream_t>(stream);
+  const cudaStream_t cuda_stream = static_cast<cudaStream_t>(stream);
   KVSTREAM_RETURN_IF_ERROR(m.scratch.Reserve(m.plan.scratch.bytes + 1));
   KVSTREAM_RETURN_IF_ERROR(m.data.Reserve(m.plan.data.size() * sizeof(uint32_t) + 1));
   cuda::AssignScratch(m.plan, m.scratch.get(), m.data.get<uint32_t>());
@@ -203,33 +233,47 @@ Status GpuDecoder::Decode(const std::vector<GpuChunk>& chunks, const DeviceProfi
   KVSTREAM_RETURN_IF_ERROR(m.jobs.Reserve(n * sizeof(cuda::SegmentJob)));
   KVSTREAM_RETURN_IF_ERROR(m.frames.Reserve(n * sizeof(cuda::SegmentFrame)));
   KVSTREAM_RETURN_IF_ERROR(m.errors.Reserve(n * sizeof(uint32_t)));
-  KVSTREAM_RETURN_IF_ERROR(m.tiles.Reserve(m.plan.tile_first.size() * sizeof(uint32_t)));
-  KVSTREAM_RETURN_IF_ERROR(m.bases.Reserve(m.plan.bases.size() * sizeof(void*)));
-  // Pageable host sources: cudaMemcpyAsync stages them before it returns, so the plan may change after.
-  KVSTREAM_CUDA(cudaMemcpyAsync(m.jobs.get(), m.plan.jobs.data(), n * sizeof(cuda::SegmentJob), cudaMemcpyHostToDevice, m.stream));
-  KVSTREAM_CUDA(cudaMemcpyAsync(m.data.get(), m.plan.data.data(), m.plan.data.size() * sizeof(uint32_t),
-                                cudaMemcpyHostToDevice, m.stream));
-  KVSTREAM_CUDA(cudaMemcpyAsync(m.tiles.get(), m.plan.tile_first.data(), m.plan.tile_first.size() * sizeof(uint32_t),
-                                cudaMemcpyHostToDevice, m.stream));
-  KVSTREAM_CUDA(cudaMemcpyAsync(m.bases.get(), m.plan.bases.data(), m.plan.bases.size() * sizeof(void*),
-                                cudaMemcpyHostToDevice, m.stream));
-  KVSTREAM_CUDA(cudaMemsetAsync(m.errors.get(), 0, n * sizeof(uint32_t), m.stream));
+  KVSTREAM_RETURN_IF_ERROR(m.tiles.Reserve(m.plan.tile_first.size() * sizeof(uint32_t) + 1));
+  KVSTREAM_RETURN_IF_ERROR(m.bases.Reserve(m.plan.bases.size() * sizeof(void*) + 1));
+  KVSTREAM_RETURN_IF_ERROR(m.host_errors.Reserve(n * sizeof(uint32_t)));
+  // The plan's arrays through pinned memory, each at a 16-byte boundary.
+  struct Upload {
+    const void* host;
+    size_t bytes;
+    void* device;
+  };
+  const Upload uploads[] = {{m.plan.jobs.data(), n * sizeof(cuda::SegmentJob), m.jobs.get()},
+                            {m.plan.data.data(), m.plan.data.size() * sizeof(uint32_t), m.data.get()},
+                            {m.plan.tile_first.data(), m.plan.tile_first.size() * sizeof(uint32_t), m.tiles.get()},
+                            {m.plan.bases.data(), m.plan.bases.size() * sizeof(void*), m.bases.get()}};
+  size_t total = 0;
+  for (const Upload& u : uploads) total += (u.bytes + 15) / 16 * 16;
+  KVSTREAM_RETURN_IF_ERROR(m.upload.Reserve(total + 1));
+  size_t at = 0;
+  for (const Upload& u : uploads) {
+    if (u.bytes == 0) continue;
+    std::memcpy(m.upload.get() + at, u.host, u.bytes);
+    KVSTREAM_CUDA(cudaMemcpyAsync(u.device, m.upload.get() + at, u.bytes, cudaMemcpyHostToDevice, cuda_stream));
+    at += (u.bytes + 15) / 16 * 16;
+  }
+  KVSTREAM_CUDA(cudaMemsetAsync(m.errors.get(), 0, n * sizeof(uint32_t), cuda_stream));
   const cuda::DecodeArgs args = cuda::MakeDecodeArgs(
       m.plan, m.jobs.get<cuda::SegmentJob>(), m.frames.get<cuda::SegmentFrame>(), m.errors.get<uint32_t>(),
       profile ? profile->impl().tables : cuda::ProfileTables{}, m.bases.get<void*>());
   const cuda::TileMap tiles{m.tiles.get<uint32_t>()};
   for (const cuda::KernelGrid& g : cuda::DecodeGrids(m.plan)) {
     switch (g.kernel) {
-      case cuda::DecodeKernel::kFrames: FrameLaunch<<<g.blocks, g.threads, 0, m.stream>>>(args); break;
-      case cuda::DecodeKernel::kTables: TableLaunch<<<g.blocks, g.threads, 0, m.stream>>>(args); break;
-      case cuda::DecodeKernel::kEntropy: EntropyLaunch<<<g.blocks, g.threads, 0, m.stream>>>(args); break;
-      case cuda::DecodeKernel::kEscapes: EscapeLaunch<<<g.blocks, g.threads, 0, m.stream>>>(args); break;
-      case cuda::DecodeKernel::kReconstruct: ReconstructLaunch<<<g.blocks, g.threads, 0, m.stream>>>(args, tiles); break;
+      case cuda::DecodeKernel::kFrames: FrameLaunch<<<g.blocks, g.threads, 0, cuda_stream>>>(args); break;
+      case cuda::DecodeKernel::kTables: TableLaunch<<<g.blocks, g.threads, 0, cuda_stream>>>(args); break;
+      case cuda::DecodeKernel::kEntropy: EntropyLaunch<<<g.blocks, g.threads, 0, cuda_stream>>>(args); break;
+      case cuda::DecodeKernel::kEscapes: EscapeLaunch<<<g.blocks, g.threads, 0, cuda_stream>>>(args); break;
+      case cuda::DecodeKernel::kReconstruct: ReconstructLaunch<<<g.blocks, g.threads, 0, cuda_stream>>>(args, tiles); break;
     }
     KVSTREAM_CUDA(cudaGetLastError());
   }
-  m.host_errors.resize(n);
-  KVSTREAM_CUDA(cudaMemcpyAsync(m.host_errors.data(), m.errors.get(), n * sizeof(uint32_t), cudaMemcpyDeviceToHost, m.stream));
+  KVSTREAM_CUDA(cudaMemcpyAsync(m.host_errors.get(), m.errors.get(), n * sizeof(uint32_t), cudaMemcpyDeviceToHost,
+                                cuda_stream));
+  KVSTREAM_CUDA(cudaEventRecord(m.done, cuda_stream));
   m.pending = true;
   return Status::Ok();
 }
@@ -238,8 +282,8 @@ Status GpuDecoder::Finish() {
   Impl& m = *impl_;
   if (!m.pending) return Status::Ok();
   m.pending = false;
-  KVSTREAM_CUDA(cudaStreamSynchronize(m.stream));
-  return cuda::ReportErrors(m.plan, m.host_errors.data());
+  KVSTREAM_CUDA(cudaEventSynchronize(m.done));
+  return cuda::ReportErrors(m.plan, reinterpret_cast<const uint32_t*>(m.host_errors.get()));
 }
 
 Status DecodeChunks(const std::vector<GpuChunk>& chunks, const DeviceProfile* profile, const KvDestination& destination,

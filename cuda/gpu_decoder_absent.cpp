@@ -1,7 +1,8 @@
-// kvstream/cuda.h in a build without CUDA (-DKVSTREAM_CUDA=OFF, or no nvcc): every call says so.
+// kvstream/cuda.h (and the CUDA PipelineDevice) in a build without CUDA (-DKVSTREAM_CUDA=OFF, or no nvcc): every call says so.
 #include <cstdlib>
 #include <string>
 
+#include "cuda/pipeline_device.h"
 #include "kvstream/cuda.h"
 
 namespace kvstream {
@@ -33,5 +34,10 @@ Status GpuDecoder::Decode(const std::vector<GpuChunk>&, const DeviceProfile*, co
 Status GpuDecoder::Finish() { return Absent(); }
 
 Status DecodeChunks(const std::vector<GpuChunk>&, const DeviceProfile*, const KvDestination&, CudaStream) { return Absent(); }
+
+Result<std::unique_ptr<cuda::PipelineDevice>> cuda::MakeCudaPipelineDevice(std::shared_ptr<const Profile>, CudaStream,
+                                                                           const DecodeLimits&) {
+  return Absent();
+}
 
 }  // namespace kvstream

@@ -17,9 +17,12 @@
 #include <optional>
 #include <thread>
 
+#include "cuda/pipeline_device.h"
 #include "kvstream/codec.h"
 #include "kvstream/stream.h"
 #include "stream/chunk_coding.h"
+#include "stream/device_fetch.h"
+#include "stream/testing/receiver_test_peer.h"
 
 namespace kvstream {
 namespace {
@@ -76,6 +79,12 @@ class EventQueue {
   std::deque<Event> events_;
 };
 
+Status TextNeedsViews() {
+  return Status::Unsupported(
+      "level text: its KV is recomputed into host [layers][tokens][channels] views (Receiver::Fetch with keys and "
+      "values), not into a KvDestination; choose a KV level for this fetch");
+}
+
 struct DecodeTask {
   int chunk = 0;
   Level level = kLevelFp16;
@@ -96,12 +105,15 @@ struct SharedParts {
 // Decode threads for one fetch. Joined before Fetch returns, so they never outlive the destination.
 class DecodePool {
  public:
+  // Into keys/values views, or (when `destination` is set) into the destination.
   DecodePool(int threads, const ManifestReply& reply, std::vector<int64_t> chunk_begin, const TensorView& keys,
-             const TensorView& values, const ReceiverOptions& options, std::shared_ptr<EventQueue> events)
+             const TensorView& values, const KvDestination* destination, const ReceiverOptions& options,
+             std::shared_ptr<EventQueue> events)
       : reply_(reply),
         chunk_begin_(std::move(chunk_begin)),
         keys_(keys),
         values_(values),
+        destination_(destination),
         options_(options),
         events_(std::move(events)),
         decoded_(reply.manifest.num_chunks, false) {
@@ -211,9 +223,16 @@ class DecodePool {
     const TensorView values = SliceTokens(values_, begin, tokens);
     const uint8_t* data = task.bytes->data();
     const size_t size = task.bytes->size();
+    auto parallel = [this](size_t count, const std::function<void(size_t)>& part) { ParallelParts(count, part); };
+    if (destination_ != nullptr) {
+      if (task.level == kLevelText) return TextNeedsViews();
+      DecodeOptions options;
+      options.profile = options_.profile.get();
+      options.parallel_for = parallel;
+      return DecodeChunkInto(data, size, options, *destination_);
+    }
     if (task.level != kLevelText) {
-      return stream::DecodeChunkInto(data, size, options_.profile.get(), begin, keys, values,
-                                     [this](size_t count, const std::function<void(size_t)>& part) { ParallelParts(count, part); });
+      return stream::DecodeChunkInto(data, size, options_.profile.get(), begin, keys, values, parallel);
     }
     return Recompute(data, size, begin, tokens);
   }
@@ -232,6 +251,7 @@ class DecodePool {
   const ManifestReply& reply_;
   std::vector<int64_t> chunk_begin_;
   TensorView keys_, values_;
+  const KvDestination* destination_;
   const ReceiverOptions& options_;
   std::shared_ptr<EventQueue> events_;
   std::mutex mu_;
@@ -244,7 +264,7 @@ class DecodePool {
   std::vector<std::thread> threads_;
 };
 
-Status CheckManifest(const ManifestReply& reply, const TensorView& keys, const TensorView& values) {
+Status CheckChunkTables(const ManifestReply& reply) {
   const FetchManifest& m = reply.manifest;
   if (m.num_chunks <= 0 || m.levels.empty()) return Status::CorruptData("manifest: no chunks or no levels offered");
   if (static_cast<int>(m.chunk_tokens.size()) != m.num_chunks || static_cast<int>(m.bytes.size()) != m.num_chunks) {
@@ -258,6 +278,12 @@ Status CheckManifest(const ManifestReply& reply, const TensorView& keys, const T
   if (sum != m.total_tokens) {
     return Status::CorruptData("manifest: chunk tokens sum to " + std::to_string(sum) + ", total_tokens = " + std::to_string(m.total_tokens));
   }
+  return Status::Ok();
+}
+
+Status CheckManifest(const ManifestReply& reply, const TensorView& keys, const TensorView& values) {
+  KVSTREAM_RETURN_IF_ERROR(CheckChunkTables(reply));
+  const FetchManifest& m = reply.manifest;
   for (const TensorView* v : {&keys, &values}) {
     KVSTREAM_RETURN_IF_ERROR(ValidateView(*v, v == &keys ? "keys" : "values"));
     if (v->device != Device::kHost) return Status::Unsupported("destination: only host views are decoded into so far");
@@ -272,6 +298,22 @@ Status CheckManifest(const ManifestReply& reply, const TensorView& keys, const T
   return Status::Ok();
 }
 
+Status CheckManifest(const ManifestReply& reply, const KvDestination& d) {
+  KVSTREAM_RETURN_IF_ERROR(CheckChunkTables(reply));
+  KVSTREAM_RETURN_IF_ERROR(ValidateDestination(d, "destination"));
+  const int64_t total = reply.manifest.total_tokens;
+  if (d.layers != reply.layers || d.channels() != reply.channels || d.position_offset > 0 ||
+      total - d.position_offset > d.positions) {
+    return Status::InvalidArgument("destination holds " + std::to_string(d.layers) + " layers, " +
+                                   std::to_string(d.channels()) + " channels and positions [" +
+                                   std::to_string(d.position_offset) + ", " + std::to_string(d.position_offset + d.positions) +
+                                   "); context '" + reply.context_id + "' needs " + std::to_string(reply.layers) +
+                                   " layers, " + std::to_string(reply.channels) + " channels and positions [0, " +
+                                   std::to_string(total) + ")");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 struct Receiver::Impl {
@@ -280,6 +322,20 @@ struct Receiver::Impl {
   std::shared_ptr<ControlConnection> connection;
   std::shared_ptr<EventQueue> events = std::make_shared<EventQueue>();
   std::mutex call_mu;  // one Fetch or GetManifest at a time
+  // The GPU of device fetches, made on the first one and kept (ReceiverTestPeer swaps in the host one).
+  std::function<Result<std::unique_ptr<cuda::PipelineDevice>>()> make_device;
+  std::shared_ptr<cuda::PipelineDevice> device;
+  bool device_path_for_host_memory = false;  // ReceiverTestPeer: host destinations take the device path
+
+  // The device for a new fetch: the kept one, unless a cancelled receive of an earlier fetch still holds
+  // one of its slots (the data plane may write into it yet), then a new one.
+  Result<std::shared_ptr<cuda::PipelineDevice>> DeviceForFetch() {
+    if (!device || device.use_count() > 1) {
+      KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<cuda::PipelineDevice> made, make_device());
+      device = std::move(made);
+    }
+    return device;
+  }
 
   Result<ManifestReply> Manifest(const std::string& context_id) {
     events->Reset();
@@ -300,8 +356,9 @@ struct Receiver::Impl {
     }
   }
 
+  // Into keys/values views, or into `destination` when it is set.
   Result<FetchResult> Fetch(const std::string& context_id, const TensorView& keys, const TensorView& values,
-                            double deadline_s, LevelPolicy& policy);
+                            const KvDestination* destination, double deadline_s, LevelPolicy& policy);
 };
 
 Receiver::Receiver(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -313,8 +370,10 @@ Receiver::~Receiver() {
 }
 
 Result<std::unique_ptr<Receiver>> Receiver::Connect(const std::string& host, int port, ReceiverOptions options) {
-  if (options.max_inflight_chunks <= 0 || options.decode_threads <= 0 || options.chunk_timeout_ms <= 0) {
-    return Status::InvalidArgument("receiver: max_inflight_chunks, decode_threads and chunk_timeout_ms must be positive");
+  if (options.max_inflight_chunks <= 0 || options.decode_threads <= 0 || options.chunk_timeout_ms <= 0 ||
+      options.device_ring_slots <= 0) {
+    return Status::InvalidArgument(
+        "receiver: max_inflight_chunks, decode_threads, chunk_timeout_ms and device_ring_slots must be positive");
   }
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
@@ -324,6 +383,9 @@ Result<std::unique_ptr<Receiver>> Receiver::Connect(const std::string& host, int
     KVSTREAM_ASSIGN_OR_RETURN(impl->plane, DataPlane::Create(impl->options.data));
   }
   KVSTREAM_ASSIGN_OR_RETURN(impl->connection, ConnectControl(host, port, impl->options.control, impl->plane->address()));
+  impl->make_device = [profile = impl->options.profile, stream = impl->options.cuda_stream] {
+    return cuda::MakeCudaPipelineDevice(profile, stream, DecodeLimits{});
+  };
   std::weak_ptr<EventQueue> weak = impl->events;
   impl->connection->Start(
       [weak](ControlMessage message) {
@@ -350,6 +412,14 @@ Result<std::unique_ptr<Receiver>> Receiver::Connect(const std::string& host, int
   return std::unique_ptr<Receiver>(new Receiver(std::move(impl)));
 }
 
+Result<std::unique_ptr<Receiver>> ReceiverTestPeer::ConnectWithDevice(const std::string& host, int port,
+                                                                     ReceiverOptions options, MakeDevice make_device) {
+  KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Receiver> receiver, Receiver::Connect(host, port, std::move(options)));
+  receiver->impl_->make_device = std::move(make_device);
+  receiver->impl_->device_path_for_host_memory = true;
+  return receiver;
+}
+
 Result<ManifestReply> Receiver::GetManifest(const std::string& context_id) {
   std::lock_guard lock(impl_->call_mu);
   return impl_->Manifest(context_id);
@@ -358,14 +428,20 @@ Result<ManifestReply> Receiver::GetManifest(const std::string& context_id) {
 Result<FetchResult> Receiver::Fetch(const std::string& context_id, const TensorView& keys, const TensorView& values,
                                     double deadline_s, LevelPolicy& policy) {
   std::lock_guard lock(impl_->call_mu);
-  return impl_->Fetch(context_id, keys, values, deadline_s, policy);
+  return impl_->Fetch(context_id, keys, values, nullptr, deadline_s, policy);
+}
+
+Result<FetchResult> Receiver::Fetch(const std::string& context_id, const KvDestination& destination, double deadline_s,
+                                    LevelPolicy& policy) {
+  std::lock_guard lock(impl_->call_mu);
+  return impl_->Fetch(context_id, TensorView{}, TensorView{}, &destination, deadline_s, policy);
 }
 
 Result<FetchResult> Receiver::Impl::Fetch(const std::string& context_id, const TensorView& keys, const TensorView& values,
-                                          double deadline_s, LevelPolicy& policy) {
+                                          const KvDestination* destination, double deadline_s, LevelPolicy& policy) {
   const auto start = Clock::now();
   KVSTREAM_ASSIGN_OR_RETURN(ManifestReply reply, Manifest(context_id));
-  KVSTREAM_RETURN_IF_ERROR(CheckManifest(reply, keys, values));
+  KVSTREAM_RETURN_IF_ERROR(destination ? CheckManifest(reply, *destination) : CheckManifest(reply, keys, values));
   const FetchManifest& m = reply.manifest;
   const int n = m.num_chunks;
   std::vector<int64_t> chunk_begin(n);
@@ -377,11 +453,39 @@ Result<FetchResult> Receiver::Impl::Fetch(const std::string& context_id, const T
   result.chunks.resize(n);
   std::vector<uint64_t> request_ids(n, 0);  // of each chunk's delivered payload, for its ack
 
+  // A destination in GPU memory: payloads go through the device pipeline.
+  std::unique_ptr<stream::DeviceFetch> device_fetch;
+  if (destination && (destination->device == Device::kCuda || device_path_for_host_memory)) {
+    KVSTREAM_ASSIGN_OR_RETURN(std::shared_ptr<cuda::PipelineDevice> gpu, DeviceForFetch());
+    DevicePipelineOptions po;
+    po.ring_slots = options.device_ring_slots;
+    po.wait_timeout_ms = options.chunk_timeout_ms;
+    po.max_chunk_bytes = 1;
+    for (const auto& sizes : m.bytes) {
+      for (uint64_t b : sizes) po.max_chunk_bytes = std::max(po.max_chunk_bytes, std::min(b, options.max_chunk_bytes));
+    }
+    std::weak_ptr<EventQueue> weak = events;
+    KVSTREAM_ASSIGN_OR_RETURN(device_fetch,
+                              stream::DeviceFetch::Start(std::move(gpu), po, *destination, n,
+                                                         [weak](int chunk, const Status& status, double decode_s) {
+                                                           auto q = weak.lock();
+                                                           if (!q) return;
+                                                           Event e(Event::kDecoded);
+                                                           e.chunk = chunk;
+                                                           e.status = status;
+                                                           e.decode_s = decode_s;
+                                                           q->Push(std::move(e));
+                                                         }));
+    result.path = "staging";
+    result.device = device_fetch->device_name();
+  }
+
   struct Outstanding {
     int chunk = 0;
     Level level = kLevelFp16;
     uint64_t expected = 0;
-    std::shared_ptr<std::vector<uint8_t>> buffer;
+    std::shared_ptr<std::vector<uint8_t>> buffer;  // host path
+    stream::DeviceFetch::Landing landing;          // device path
     double requested_at = 0;
     Clock::time_point timeout_at;
     int attempt = 0;
@@ -406,17 +510,28 @@ Result<FetchResult> Receiver::Impl::Fetch(const std::string& context_id, const T
       return Status::ResourceExhausted("chunk " + std::to_string(chunk) + " at level " + LevelName(level) + " is " +
                                        std::to_string(size) + " bytes, max_chunk_bytes = " + std::to_string(options.max_chunk_bytes));
     }
+    if (device_fetch && level == kLevelText) return TextNeedsViews();
     Outstanding o;
     o.chunk = chunk;
     o.level = level;
     o.expected = size;
-    o.buffer = std::make_shared<std::vector<uint8_t>>(size);
+    uint8_t* landing;
+    std::shared_ptr<void> owner;
+    if (device_fetch) {
+      KVSTREAM_ASSIGN_OR_RETURN(o.landing, device_fetch->Land());
+      landing = o.landing.data;
+      owner = o.landing.lease;
+    } else {
+      o.buffer = std::make_shared<std::vector<uint8_t>>(size);
+      landing = o.buffer->data();
+      owner = o.buffer;
+    }
     o.requested_at = Seconds(start);
     o.timeout_at = Clock::now() + std::chrono::milliseconds(options.chunk_timeout_ms);
     o.attempt = attempt;
     const uint64_t id = plane->NewMessageId();
     std::weak_ptr<EventQueue> weak = events;
-    KVSTREAM_RETURN_IF_ERROR(plane->ExpectReceive(id, o.buffer->data(), size, Device::kHost, o.buffer,
+    KVSTREAM_RETURN_IF_ERROR(plane->ExpectReceive(id, landing, size, Device::kHost, std::move(owner),
                                                   [weak, id](Status s, uint64_t bytes, uint32_t crc) {
                                                     auto q = weak.lock();
                                                     if (!q) return;
@@ -442,7 +557,12 @@ Result<FetchResult> Receiver::Impl::Fetch(const std::string& context_id, const T
   policy.SetLinkPrior(result.link_prior);
   policy.Begin(m, deadline_s);
   const bool pipelined = options.max_inflight_chunks > 1;
-  DecodePool pool(options.decode_threads, reply, chunk_begin, keys, values, options, events);
+  // Device path: requests waiting for their payload never hold every ring slot, so that a slot always
+  // comes free (from a decode) and Land never waits for a receive that only this thread could submit.
+  const int max_outstanding = device_fetch ? std::min(options.max_inflight_chunks, device_fetch->ring_slots())
+                                           : options.max_inflight_chunks;
+  DecodePool pool(device_fetch ? 0 : options.decode_threads, reply, chunk_begin, keys, values, destination, options,
+                  events);
   int next = 0, in_decode = 0, decoded = 0;
   double last_received_at = 0;
   Status failure;
@@ -453,7 +573,7 @@ Result<FetchResult> Receiver::Impl::Fetch(const std::string& context_id, const T
 
   while (decoded < n && failure.ok()) {
     while (next < n && failure.ok() &&
-           (pipelined ? static_cast<int>(outstanding.size()) < options.max_inflight_chunks
+           (pipelined ? static_cast<int>(outstanding.size()) < max_outstanding
                       : outstanding.empty() && in_decode == 0)) {
       const Level level = policy.Choose(next, Seconds(start));
       Status s = request(next, level, 0);
@@ -504,17 +624,25 @@ Result<FetchResult> Receiver::Impl::Fetch(const std::string& context_id, const T
                                    std::to_string(o.expected)));
           break;
         }
-        const uint32_t crc = stream::PayloadCrc32c(o.buffer->data(), o.buffer->size());
-        if (crc != e->crc32c) {
-          if (o.attempt == 0) {
-            ++result.retries;
-            Status s = request(o.chunk, o.level, 1);
-            if (!s.ok()) fail(std::move(s));
-            break;
-          }
+        // The CRC is checked before the bytes are used: here, or by the device pipeline before its copy.
+        Status accepted;
+        if (device_fetch) {
+          accepted = device_fetch->Submit(o.landing, o.chunk, e->bytes, e->crc32c);
+        } else if (const uint32_t crc = stream::PayloadCrc32c(o.buffer->data(), o.buffer->size()); crc != e->crc32c) {
           char hex[64];
           std::snprintf(hex, sizeof hex, "stamped 0x%08x, computed 0x%08x", e->crc32c, crc);
-          fail(Status::CorruptData(what + ": CRC32C mismatch again after one re-request (" + hex + ")"));
+          accepted = Status::CorruptData(std::string("CRC32C mismatch (") + hex + ")");
+        }
+        if (accepted.code() == StatusCode::kCorruptData && o.attempt == 0) {
+          ++result.retries;
+          Status s = request(o.chunk, o.level, 1);
+          if (!s.ok()) fail(std::move(s));
+          break;
+        }
+        if (!accepted.ok()) {
+          fail(accepted.code() == StatusCode::kCorruptData
+                   ? Status::CorruptData(what + ": again after one re-request: " + accepted.message())
+                   : accepted.WithContext(what));
           break;
         }
         request_ids[o.chunk] = e->id;
@@ -530,7 +658,7 @@ Result<FetchResult> Receiver::Impl::Fetch(const std::string& context_id, const T
         // Before decode: with chunk i+1 already requested, the policy learns of the link one chunk sooner.
         policy.ObserveTransfer(t);
         ++in_decode;
-        pool.Add(DecodeTask{o.chunk, o.level, std::move(o.buffer)});
+        if (!device_fetch) pool.Add(DecodeTask{o.chunk, o.level, std::move(o.buffer)});
         break;
       }
       case Event::kDecoded: {

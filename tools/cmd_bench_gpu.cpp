@@ -39,8 +39,13 @@ Status WriteFolderFromModel(const Args& args, const std::string& dir) {
   ids.resize(static_cast<size_t>(tokens));
   KvCache cache = KvCache::Allocate(config, static_cast<int>(tokens));
   KVSTREAM_RETURN_IF_ERROR(model->Forward(ids, cache, nullptr));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t passthrough, args.GetInt("passthrough-tokens", 128));
+  if (passthrough < 1 || passthrough > tokens) {
+    return Status::InvalidArgument("bench gpu: --passthrough-tokens must lie in 1..--context-tokens");
+  }
   bench::GpuChunkFolderOptions options;
   options.chunk_tokens = chunk;
+  options.passthrough_tokens = passthrough;
   KVSTREAM_ASSIGN_OR_RETURN(bench::GpuChunkFolder folder,
                             bench::MakeGpuChunkFolder(cache.keys(), cache.values(), cache.Importance(), profile, options));
   KVSTREAM_RETURN_IF_ERROR(bench::WriteGpuChunkFolder(dir, folder));
@@ -98,7 +103,8 @@ KVSTREAM_REGISTER_COMMAND(bench_gpu, {
     "                           profile supports, fp16 and int8)\n"
     "  --profile P              the profile the lossy chunks use (with --model)\n"
     "  --text FILE              the context's text (default /usr/share/common-licenses/GPL-3)\n"
-    "  --context-tokens N       tokens of the lossy sets (default 512; fp16 and int8 take 128)\n"
+    "  --context-tokens N       tokens of the lossy sets (default 512)\n"
+    "  --passthrough-tokens N   tokens of the fp16 and int8 sets (default 128: a small folder to carry)\n"
     "  --chunk-tokens N         tokens per chunk (default 256)\n"
     "  --write-chunks DIR       keep the folder there (without a GPU: write it and stop)\n"
     "  --batch N                contexts decoded at once into distinct destinations (default: about 1 GiB\n"
@@ -107,7 +113,8 @@ KVSTREAM_REGISTER_COMMAND(bench_gpu, {
     "  --json                   JSON lines: scheme, level, chunks, tokens, single_context_gbps,\n"
     "                           batch_contexts, decode_gbps, memcpy_gbps, ratio_to_memcpy, bit_identical\n"
     "Needs a CUDA device to measure; KVSTREAM_ONLY=codec builds kvstream_gpu_bench --chunks for GPU machines.",
-    {"chunks", "model", "tokenizer", "threads", "profile", "text", "context-tokens", "chunk-tokens", "write-chunks",
+    {"chunks", "model", "tokenizer", "threads", "profile", "text", "context-tokens", "passthrough-tokens", "chunk-tokens",
+     "write-chunks",
      "batch", "repetitions"},
     {"json"},
     Run,

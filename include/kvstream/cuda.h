@@ -4,8 +4,9 @@
 //   * Every chunk the CPU decoder (kvstream/codec.h) accepts and the GPU decoder supports decodes to the
 //     same bits in every destination layout and dtype: the format defines one reconstruction, and the
 //     kernels compute it with the codec's own per-element code (codec/common).
-//   * Supported today: fp16, int8 and channel-uniform chunks (profile tables, in-chunk banks of up to 16
-//     tables, sink rows, escapes). Transform and predicted chunks give kUnsupported, naming the scheme.
+//   * Every KV level and scheme: fp16, int8, channel-uniform (profile tables, in-chunk banks, sink rows,
+//     escapes), transform and predicted (fine rows, escapes, sink rows). Text chunks are refused: their KV
+//     is recomputed by a model, not decoded.
 //   * Chunk headers are validated on the host, from a host copy of each header (GpuChunk::host_header),
 //     with the CPU decoder's checks and messages; no device-to-host read is needed to plan a decode. The
 //     kernels read only the chunk bytes they were given and check each segment's own fields; a segment
@@ -64,8 +65,11 @@ class DeviceProfile {
 
 // Decodes batches of chunks on one CUDA stream, keeping its device scratch between batches. Decode
 // enqueues a fixed sequence of five kernels for the whole batch (any number of chunks of any contexts,
-// every one into `destination` at its own positions) and returns without waiting; Finish waits for the
-// stream and reports the first segment the kernels refused. Not thread-safe: one decoder per stream.
+// every one into `destination` at its own positions) and returns without waiting for the device (its
+// uploads and the error download go through pinned memory). Finish waits for that batch only (not for
+// later work on the stream) and reports the first segment the kernels refused; a Decode while a batch is
+// pending finishes it first. Not thread-safe; several decoders may share a stream, each with its own
+// scratch, so that batches pipeline without waiting for each other.
 class GpuDecoder {
  public:
   struct Options {

@@ -6,8 +6,10 @@
 // deadline: a LevelPolicy chooses each chunk's level, chunk i+1 is on the wire while chunk i is decoded,
 // every payload is checked against its CRC32C (a bad one is re-requested once), and "text" chunks are
 // recomputed by the receiver's TextRecomputer. Before the first chunk the policy gets the control
-// connection's TCP_INFO as a LinkPrior. docs/transport.md describes the session; docs/protocol.md
-// the messages.
+// connection's TCP_INFO as a LinkPrior. A Receiver also fetches into a KvDestination (any layout of
+// kvstream/kv_destination.h) in host memory, decoded by CPU threads, or in GPU memory, through the
+// device pipeline (kvstream/device_pipeline.h): payloads land in pinned staging, the GPU decodes chunk i
+// while chunk i+1 is on the wire. docs/transport.md describes the session; docs/protocol.md the messages.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "kvstream/level_policy.h"
 #include "kvstream/codec.h"
+#include "kvstream/cuda.h"
+#include "kvstream/kv_destination.h"
+#include "kvstream/level_policy.h"
 #include "kvstream/profile.h"
 #include "kvstream/status.h"
 #include "kvstream/tensor.h"
@@ -116,6 +120,12 @@ struct ReceiverOptions {
   // Recomputes "text" chunks (e.g. MakeTextRecomputer of kvstream/model.h); without one a policy choosing
   // text fails the fetch. Set control.model_hash (ModelHash) to have the sender check the model.
   std::shared_ptr<TextRecomputer> text_recomputer;
+  // Fetches into GPU memory (a KvDestination on Device::kCuda): the CUDA stream the decodes are enqueued
+  // on (the engine's, so that its later work is ordered after them; null: the default stream), and the
+  // device pipeline's ring of pinned staging slots, each as large as the context's largest chunk. The
+  // device (its profile upload, slots and decoders) is kept across fetches.
+  CudaStream cuda_stream = nullptr;
+  int device_ring_slots = 4;
 };
 
 struct FetchResult {
@@ -132,6 +142,11 @@ struct FetchResult {
   double decode_s = 0;
   LinkPrior link_prior;           // what the policy was told of the link before the first chunk
   bool deadline_met = false;
+  // Where the payloads went: "host" (host memory, decoded by CPU threads), "staging" (pinned host
+  // memory, copied to the GPU and decoded there), "ucx-cuda" (straight into device memory registered
+  // with UCX). `device`: the GPU decoding them ("cpu" on the host path).
+  std::string path = "host";
+  std::string device = "cpu";
 };
 
 // One control connection to a Sender. Fetch and GetManifest may be called from any thread, one at a time
@@ -146,10 +161,17 @@ class Receiver {
   // views). `deadline_s` is handed to the policy (the fetch itself is bounded by chunk_timeout_ms).
   Result<FetchResult> Fetch(const std::string& context_id, const TensorView& keys, const TensorView& values,
                             double deadline_s, LevelPolicy& policy);
+  // Fetches into a destination in any layout, holding every position of the context: in host memory
+  // (decoded by CPU threads) or in CUDA memory (the device pipeline, on options.cuda_stream; kUnsupported
+  // in a build or on a machine without CUDA). When it returns, every chunk is in the destination, and
+  // work enqueued on cuda_stream afterwards sees it. "text" chunks need host views (the other Fetch).
+  Result<FetchResult> Fetch(const std::string& context_id, const KvDestination& destination, double deadline_s,
+                            LevelPolicy& policy);
 
   struct Impl;
 
  private:
+  friend struct ReceiverTestPeer;  // the tests' host stand-in for the GPU (stream/testing/)
   explicit Receiver(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -1,0 +1,28 @@
+// `kvstream bench pipeline`: the device pipeline (kvstream/device_pipeline.h) fed by a local source that
+// paces each chunk set's payloads at link rates, with no network, so that it runs on a GPU machine: per
+// set and rate, when the KV is ready against when the last byte arrived. The CPU rows (today's host
+// path: the CPU decoder on decode threads, paced the same way) run in the same invocation as the baseline.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kvstream/status.h"
+
+namespace kvstream::bench {
+
+struct PipelineBenchOptions {
+  std::string chunks_dir;                         // a chunk folder (gpu_chunk_set.h)
+  std::vector<std::string> devices = {"cuda", "cpu"};  // "cuda": the device pipeline; "cpu": CPU decode
+  std::vector<double> link_gbps = {1, 10, 25, 100};
+  int cpu_threads = 2;   // decode threads of the cpu rows
+  int ring_slots = 4;    // the device pipeline's ring
+  int repetitions = 3;   // runs per row, the median KV-ready reported
+  bool json = false;
+};
+
+// Prints a header (date, command, CPU, GPU) and one row per device, set and rate. A "cuda" device without
+// CUDA fails with kUnsupported before anything runs.
+Status RunPipelineBench(const PipelineBenchOptions& options, const std::string& command);
+
+}  // namespace kvstream::bench

@@ -1,0 +1,167 @@
+// MakeCudaPipelineDevice (pipeline_device.h): the DevicePipeline's operations on a CUDA device, through
+// the public GPU decoder (one GpuDecoder per ring slot, so that slots decode without waiting for each
+// other) and the CUDA runtime.
+#include <cuda_runtime.h>
+
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda/pipeline_device.h"
+
+namespace kvstream::cuda {
+namespace {
+
+Status CudaError(cudaError_t e, const char* call) {
+  return Status::Internal(std::string("CUDA: ") + call + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+#define KVSTREAM_CUDA_CALL(call)                                        \
+  do {                                                                  \
+    const cudaError_t kvstream_e = (call);                              \
+    if (kvstream_e != cudaSuccess) return CudaError(kvstream_e, #call); \
+  } while (0)
+
+class CudaPipelineDevice final : public PipelineDevice {
+ public:
+  CudaPipelineDevice(std::shared_ptr<const Profile> profile, cudaStream_t stream, const DecodeLimits& limits)
+      : profile_(std::move(profile)), stream_(stream), limits_(limits) {}
+  ~CudaPipelineDevice() override {
+    cudaStreamSynchronize(stream_);  // nothing enqueued may outlive the buffers it uses
+    for (Slot& s : slots_) {
+      if (s.staging) cudaFreeHost(s.staging);
+      if (s.device) cudaFree(s.device);
+    }
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  }
+
+  Status Init() {
+    KVSTREAM_CUDA_CALL(cudaGetDevice(&ordinal_));
+    cudaDeviceProp prop{};
+    KVSTREAM_CUDA_CALL(cudaGetDeviceProperties(&prop, ordinal_));
+    name_ = "cuda:" + std::to_string(ordinal_) + " " + prop.name;
+    if (profile_) {
+      KVSTREAM_ASSIGN_OR_RETURN(DeviceProfile uploaded, DeviceProfile::Upload(*profile_));
+      device_profile_ = std::make_unique<DeviceProfile>(std::move(uploaded));
+    }
+    return Status::Ok();
+  }
+
+  Device memory() const override { return Device::kCuda; }
+  std::string name() const override { return name_; }
+  const Profile* profile() const override { return profile_.get(); }
+
+  Status ReserveSlot(int slot, size_t bytes, uint8_t** staging, uint8_t** device) override {
+    std::lock_guard lock(mu_);
+    if (slot < 0) return Status::InvalidArgument("ring slot " + std::to_string(slot));
+    while (slots_.size() <= static_cast<size_t>(slot)) {
+      KVSTREAM_ASSIGN_OR_RETURN(GpuDecoder decoder, GpuDecoder::Create(GpuDecoder::Options{limits_}));
+      slots_.push_back(Slot{nullptr, nullptr, 0, std::move(decoder)});
+    }
+    Slot& s = slots_[slot];
+    if (s.capacity < bytes) {
+      if (s.staging) cudaFreeHost(s.staging);
+      if (s.device) cudaFree(s.device);
+      s.staging = s.device = nullptr;
+      s.capacity = 0;
+      KVSTREAM_CUDA_CALL(cudaMallocHost(reinterpret_cast<void**>(&s.staging), bytes));
+      KVSTREAM_CUDA_CALL(cudaMalloc(reinterpret_cast<void**>(&s.device), bytes));
+      s.capacity = bytes;
+    }
+    *staging = s.staging;
+    *device = s.device;
+    return Status::Ok();
+  }
+  Status ReserveEvents(int count) override {
+    std::lock_guard lock(mu_);
+    while (events_.size() < static_cast<size_t>(count)) {
+      cudaEvent_t e = nullptr;
+      KVSTREAM_CUDA_CALL(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      events_.push_back(e);
+    }
+    return Status::Ok();
+  }
+
+  Status CopyToDevice(uint8_t* device, const uint8_t* staging, size_t bytes) override {
+    KVSTREAM_CUDA_CALL(cudaMemcpyAsync(device, staging, bytes, cudaMemcpyHostToDevice, stream_));
+    return Status::Ok();
+  }
+  Status Decode(int slot, const GpuChunk& chunk, const KvDestination& destination) override {
+    GpuDecoder* decoder;
+    {
+      std::lock_guard lock(mu_);
+      if (slot < 0 || static_cast<size_t>(slot) >= slots_.size()) return Status::InvalidArgument("ring slot " + std::to_string(slot));
+      decoder = &slots_[slot].decoder;
+    }
+    return decoder->Decode({chunk}, device_profile_.get(), destination, stream_);
+  }
+  Status Record(int event) override {
+    KVSTREAM_ASSIGN_OR_RETURN(cudaEvent_t e, Event(event));
+    KVSTREAM_CUDA_CALL(cudaEventRecord(e, stream_));
+    return Status::Ok();
+  }
+
+  Result<bool> Done(int event) override {
+    KVSTREAM_ASSIGN_OR_RETURN(cudaEvent_t e, Event(event));
+    const cudaError_t r = cudaEventQuery(e);
+    if (r == cudaErrorNotReady) return false;
+    KVSTREAM_CUDA_CALL(r);
+    return true;
+  }
+  Status Wait(int event) override {
+    KVSTREAM_ASSIGN_OR_RETURN(cudaEvent_t e, Event(event));
+    KVSTREAM_CUDA_CALL(cudaEventSynchronize(e));
+    return Status::Ok();
+  }
+  void* NativeEvent(int event) override {
+    auto e = Event(event);
+    return e.ok() ? static_cast<void*>(*e) : nullptr;
+  }
+  Status DecodeStatus(int slot) override {
+    GpuDecoder* decoder;
+    {
+      std::lock_guard lock(mu_);
+      if (slot < 0 || static_cast<size_t>(slot) >= slots_.size()) return Status::InvalidArgument("ring slot " + std::to_string(slot));
+      decoder = &slots_[slot].decoder;
+    }
+    return decoder->Finish();  // the slot's decode is complete: this only reads its errors
+  }
+
+ private:
+  struct Slot {
+    uint8_t* staging;
+    uint8_t* device;
+    size_t capacity;
+    GpuDecoder decoder;
+  };
+  Result<cudaEvent_t> Event(int event) {
+    std::lock_guard lock(mu_);
+    if (event < 0 || static_cast<size_t>(event) >= events_.size()) {
+      return Status::InvalidArgument("event " + std::to_string(event) + " of " + std::to_string(events_.size()));
+    }
+    return events_[event];
+  }
+
+  std::shared_ptr<const Profile> profile_;
+  std::unique_ptr<DeviceProfile> device_profile_;
+  cudaStream_t stream_;
+  DecodeLimits limits_;
+  int ordinal_ = 0;
+  std::string name_;
+  std::mutex mu_;
+  std::deque<Slot> slots_;  // a deque: growing it keeps the other slots (and their decoders) in place
+  std::vector<cudaEvent_t> events_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<PipelineDevice>> MakeCudaPipelineDevice(std::shared_ptr<const Profile> profile, CudaStream stream,
+                                                               const DecodeLimits& limits) {
+  std::string why;
+  if (!GpuAvailable(&why)) return Status::Unsupported("device pipeline: " + why);
+  auto device = std::make_unique<CudaPipelineDevice>(std::move(profile), static_cast<cudaStream_t>(stream), limits);
+  KVSTREAM_RETURN_IF_ERROR(device->Init());
+  return std::unique_ptr<PipelineDevice>(std::move(device));
+}
+
+}  // namespace kvstream::cuda
