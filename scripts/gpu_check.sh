@@ -4,10 +4,12 @@
 #
 #   scripts/gpu_check.sh prepare   here, with the model: writes the chunk folder build-gpu-chunks/
 #                                  (SmolLM2 chunks of every scheme and level kind, their profile and the CPU
-#                                  decoder's hashes; under 48 MiB, what the device tool carries)
+#                                  decoder's hashes; about 57 MiB, within the 64 MiB the device tool carries)
 #   scripts/gpu_check.sh           there: builds KVSTREAM_ONLY=codec into build-gpu/, runs kvstream_gpu_check
-#                                  (the golden chunks in every layout and dtype against the CPU decoder) and
-#                                  kvstream_gpu_bench on build-gpu-chunks/; figures to $OUT (or build-gpu/)
+#                                  (the golden chunks in every layout and dtype against the CPU decoder,
+#                                  directly and through the device pipeline), kvstream_gpu_bench (decode
+#                                  throughput) and kvstream_gpu_bench --pipeline (paced KV-ready, GPU and CPU
+#                                  rows) on build-gpu-chunks/; figures to $OUT (or build-gpu/)
 #
 #   KVSTREAM_PROFILE   the profile to encode with (prepare; default the demo's cached one)
 #   KVSTREAM_CUDA_ARCH CMake CUDA architectures (default 90: H100 and H200)
@@ -21,7 +23,8 @@ if [ "${1:-}" = prepare ]; then
   scripts/bootstrap.sh
   source scripts/openblas_env.sh
   rm -rf "$chunks"
-  build/bin/kvstream bench gpu --model smollm2 --profile "$profile" --write-chunks "$chunks"
+  # fp16 and int8 on the lossy sets' whole context, so that the pipeline benchmark compares like with like.
+  build/bin/kvstream bench gpu --model smollm2 --profile "$profile" --passthrough-tokens 512 --write-chunks "$chunks"
   exit 0
 fi
 
@@ -43,6 +46,9 @@ echo "== kvstream_gpu_bench"
 if [ -f "$chunks/MANIFEST" ]; then
   build-gpu/bin/kvstream_gpu_bench --chunks "$chunks" | tee "$out/gpu_bench.txt" || status=$?
   build-gpu/bin/kvstream_gpu_bench --chunks "$chunks" --json > "$out/gpu_bench.jsonl" || status=$?
+  echo "== kvstream_gpu_bench --pipeline"
+  build-gpu/bin/kvstream_gpu_bench --pipeline --chunks "$chunks" --device both --json | tee "$out/pipeline_bench.jsonl" ||
+    status=$?
 else
   echo "gpu_check: no $chunks/MANIFEST (run scripts/gpu_check.sh prepare where the model is)"
   status=1

@@ -1,17 +1,23 @@
 // kvstream_gpu_check [GOLDEN_DIR]: every golden chunk of the current format that the GPU decoder supports,
 // decoded on the GPU into every destination layout (contiguous, Hugging Face, paged, paged joined) and
 // dtype (fp16, bf16, fp32), compared byte for byte with the CPU decoder's DecodeChunkInto; then all of
-// them in one batch. Prints one line per case; exit 0 when all match, 1 when one differs or fails, 77
-// when there is no CUDA device.
+// them in one batch; then each through the device pipeline (kvstream/device_pipeline.h: pinned staging,
+// the host CRC check, copy, decode and event on a stream) into every layout in fp16. Prints one line per
+// case; exit 0 when all match, 1 when one differs or fails, 77 when there is no CUDA device.
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include <memory>
+
+#include "codec/common/crc32c.h"
 #include "common/whole_file.h"
 #include "kvstream/codec.h"
 #include "kvstream/cuda.h"
+#include "kvstream/device_pipeline.h"
 #include "kvstream/profile.h"
 #include "tests/cuda/layouts.h"
 
@@ -124,6 +130,42 @@ int Run(const std::string& dir) {
       }
     }
     cudaFree(chunk);
+    // The device pipeline, on a stream of its own, the way a Receiver feeds it.
+    cudaStream_t stream = nullptr;
+    cudaStreamCreate(&stream);
+    auto shared_profile = std::make_shared<const Profile>(profiles[which]);
+    for (const char* kind : testing::kLayouts) {
+      ++cases;
+      testing::Layout reference = testing::MakeLayout(kind, DType::kF16, info, testing::HeadsOf(info));
+      testing::Layout zero = testing::MakeLayout(kind, DType::kF16, info, testing::HeadsOf(info));
+      DecodeOptions options;
+      options.profile = &profiles[which];
+      Status s = DecodeChunkInto(b.data(), b.size(), options, reference.destination);
+      DeviceLayout d;
+      Mirror(zero, &d);
+      void* event = nullptr;
+      if (s.ok()) {
+        DevicePipelineOptions po;
+        po.max_chunk_bytes = b.size();
+        auto pipeline = DevicePipeline::Create(po, info.profile_hash ? shared_profile : nullptr, stream, d.destination, 1);
+        s = pipeline.status();
+        if (s.ok()) {
+          auto slot = (*pipeline)->Acquire();
+          s = slot.status();
+          if (s.ok()) {
+            std::memcpy(slot->data, b.data(), b.size());
+            s = (*pipeline)->Submit(*slot, 0, b.size(), codec::Crc32c(b.data(), b.size()));
+          }
+          if (s.ok()) s = (*pipeline)->Finish();
+          if (s.ok()) event = (*pipeline)->LayerEvent(0);
+        }
+      }
+      const bool same = s.ok() && event != nullptr && SameAsHost(d, reference);
+      failures += same ? 0 : 1;
+      std::printf("%s %s pipeline/%s%s%s\n", same ? "ok  " : "FAIL", name, reference.name.c_str(), s.ok() ? "" : ": ",
+                  s.ok() ? (event ? "" : "(no layer event)") : s.ToString().c_str());
+    }
+    cudaStreamDestroy(stream);
   }
   std::printf("gpu_check: %d of %d cases bit-identical to the CPU decoder\n", cases - failures, cases);
   return failures == 0 ? 0 : 1;
