@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 
 #include "bench/cluster/netns_link.h"
 #include "bench/cluster/process.h"
@@ -78,49 +79,57 @@ Status ShapedFetches(const TransportBenchOptions& o, std::vector<FetchRow>* rows
   // The fetcher runs as `kvstream fetch` inside namespace B: UCX finds network devices through /sys, which
   // only `ip netns exec` remounts for the namespace.
   Status fetched = [&]() -> Status {
-    for (const Level level : o.levels) {
-      const std::string method = level == kLevelFp16   ? "fp16"
-                                 : level == kLevelInt8 ? "int8"
-                                                       : "kvstream-" + (o.scheme == QuantScheme::kChannelUniform ? "" : scheme + "-") +
-                                                             LevelName(level);
-      for (bool pipelined : {true, false}) {
-        if (!IsLossyLevel(level) && !pipelined) continue;
-        // Fetches on one connection: the first warms UCX's endpoints, the median of the others is reported
-        // (one fetch of a context takes tens of milliseconds on a VM whose neighbours come and go).
-        std::vector<std::string> fetch = {self, "fetch", "--connect", server_address, "--context", "0", "--level", LevelName(level),
-                                          "--inflight", pipelined ? "2" : "1", "--repeat", std::to_string(1 + o.repetitions),
-                                          "--json", "--decode-threads", std::to_string(o.decode_threads)};
-        if (!o.profile.empty()) fetch.insert(fetch.end(), {"--profile", o.profile});
-        KVSTREAM_ASSIGN_OR_RETURN(Child client, ns.SpawnIn(cluster::NetnsLink::kB, fetch));
-        int code = -1;
-        const std::string out = Reap(client, 300, false, &code);
-        std::vector<std::string> lines;
-        for (size_t at = out.find("{\"context\""); at != std::string::npos; at = out.find("{\"context\"", at + 1)) {
-          lines.push_back(out.substr(at, out.find('\n', at) - at));
+    for (const std::string& device : o.devices) {
+      for (const Level level : o.levels) {
+        const std::string method = level == kLevelFp16   ? "fp16"
+                                   : level == kLevelInt8 ? "int8"
+                                                         : "kvstream-" + (o.scheme == QuantScheme::kChannelUniform ? "" : scheme + "-") +
+                                                               LevelName(level);
+        for (bool pipelined : {true, false}) {
+          if (!IsLossyLevel(level) && !pipelined) continue;
+          // Fetches on one connection: the first warms UCX's endpoints, the median of the others is reported
+          // (one fetch of a context takes tens of milliseconds on a VM whose neighbours come and go).
+          std::vector<std::string> fetch = {self, "fetch", "--connect", server_address, "--context", "0", "--level", LevelName(level),
+                                            "--inflight", pipelined ? "2" : "1", "--repeat", std::to_string(1 + o.repetitions),
+                                            "--json", "--decode-threads", std::to_string(o.decode_threads), "--device", device};
+          if (!o.profile.empty()) fetch.insert(fetch.end(), {"--profile", o.profile});
+          KVSTREAM_ASSIGN_OR_RETURN(Child client, ns.SpawnIn(cluster::NetnsLink::kB, fetch));
+          int code = -1;
+          const std::string out = Reap(client, 300, false, &code);
+          std::vector<std::string> lines;
+          for (size_t at = out.find("{\"context\""); at != std::string::npos; at = out.find("{\"context\"", at + 1)) {
+            lines.push_back(out.substr(at, out.find('\n', at) - at));
+          }
+          if (code != 0 || lines.size() != static_cast<size_t>(1 + o.repetitions)) {
+            return Status::Unavailable("fetch in " + ns.name(cluster::NetnsLink::kB) + " failed: " + out.substr(0, 2000));
+          }
+          auto number = [](const std::string& line, const std::string& key) {
+            const size_t at = line.find("\"" + key + "\": ");
+            return at == std::string::npos ? -1.0 : std::atof(line.c_str() + at + key.size() + 4);
+          };
+          std::vector<double> ms, last_byte_ms;
+          for (size_t i = 1; i < lines.size(); ++i) {
+            ms.push_back(number(lines[i], "kv_ready_ms"));
+            last_byte_ms.push_back(number(lines[i], "last_byte_ms"));
+          }
+          const auto [fastest, slowest] = std::minmax_element(ms.begin(), ms.end());
+          FetchRow row;
+          row.method = method;
+          row.device = device;
+          const size_t path_at = lines.back().find("\"path\": \"");
+          if (path_at != std::string::npos) {
+            const size_t begin = path_at + 9;
+            row.path = lines.back().substr(begin, lines.back().find('"', begin) - begin);
+          }
+          row.bytes = static_cast<uint64_t>(number(lines.back(), "bytes"));
+          row.kv_ready_ms = Median(ms);
+          row.kv_ready_ms_min = *fastest;
+          row.kv_ready_ms_max = *slowest;
+          row.last_byte_ms = Median(last_byte_ms);
+          row.fetches = static_cast<int>(ms.size());
+          row.pipelined = pipelined;
+          rows->push_back(row);
         }
-        if (code != 0 || lines.size() != static_cast<size_t>(1 + o.repetitions)) {
-          return Status::Unavailable("fetch in " + ns.name(cluster::NetnsLink::kB) + " failed: " + out.substr(0, 2000));
-        }
-        auto number = [](const std::string& line, const std::string& key) {
-          const size_t at = line.find("\"" + key + "\": ");
-          return at == std::string::npos ? -1.0 : std::atof(line.c_str() + at + key.size() + 4);
-        };
-        std::vector<double> ms, last_byte_ms;
-        for (size_t i = 1; i < lines.size(); ++i) {
-          ms.push_back(number(lines[i], "kv_ready_ms"));
-          last_byte_ms.push_back(number(lines[i], "last_byte_ms"));
-        }
-        const auto [fastest, slowest] = std::minmax_element(ms.begin(), ms.end());
-        FetchRow row;
-        row.method = method;
-        row.bytes = static_cast<uint64_t>(number(lines.back(), "bytes"));
-        row.kv_ready_ms = Median(ms);
-        row.kv_ready_ms_min = *fastest;
-        row.kv_ready_ms_max = *slowest;
-        row.last_byte_ms = Median(last_byte_ms);
-        row.fetches = static_cast<int>(ms.size());
-        row.pipelined = pipelined;
-        rows->push_back(row);
       }
     }
     return Status::Ok();
@@ -143,6 +152,9 @@ Status CheckTransportBenchOptions(const TransportBenchOptions& o) {
     if (!IsValidLevel(l) || l == kLevelText) return Status::InvalidArgument("--levels: " + LevelName(l) + " is not fp16, int8 or a lossy level");
   }
   if (o.decode_threads < 1 || o.decode_threads > 64) return Status::InvalidArgument("--decode-threads must be in 1..64");
+  for (const std::string& d : o.devices) {
+    if (d != "cpu" && d != "cuda") return Status::InvalidArgument("--device " + d + ": expected cpu or cuda");
+  }
   if (!(o.fine_fraction >= 0.0 && o.fine_fraction <= 1.0)) {
     return Status::InvalidArgument("--fine-fraction = " + std::to_string(o.fine_fraction) + " outside [0, 1]");
   }
@@ -166,11 +178,14 @@ Result<TransportBenchReport> RunTransportBench(const TransportBenchOptions& o,
   }
   if (!o.fetch) return report;
   KVSTREAM_RETURN_IF_ERROR(ShapedFetches(o, &report.fetch, &report.fetch_skipped));
-  double int8_ms = 0;
+  std::map<std::string, double> int8_ms;  // per device
   for (const FetchRow& r : report.fetch) {
-    if (r.method == "int8") int8_ms = r.kv_ready_ms;
+    if (r.method == "int8") int8_ms[r.device] = r.kv_ready_ms;
   }
-  for (FetchRow& r : report.fetch) r.speedup_vs_int8 = int8_ms > 0 ? int8_ms / r.kv_ready_ms : 0.0;
+  for (FetchRow& r : report.fetch) {
+    const auto it = int8_ms.find(r.device);
+    r.speedup_vs_int8 = it != int8_ms.end() ? it->second / r.kv_ready_ms : 0.0;
+  }
   return report;
 }
 

@@ -43,6 +43,9 @@ struct TransportBenchOptions {
   double fine_fraction = 0.08;    // the server's fine rows, [0, 1], as `kvstream serve`'s default (--fine-fraction)
   Level fine_level = 2;           // 1..15 (--fine-level)
   int64_t decode_threads = 1;     // the fetcher's decode threads, 1..64 (--decode-threads)
+  // Where the fetcher puts the KV, one set of rows each: "cpu" (host memory) and/or "cuda" (GPU 0's
+  // memory, the device pipeline); --device cuda measures both, CPU rows first (--device).
+  std::vector<std::string> devices = {"cpu"};
   std::filesystem::path kvstream; // the kvstream executable started as server and fetcher; empty: this one
 };
 
@@ -56,13 +59,15 @@ struct UcxRawRow {
 
 struct FetchRow {
   std::string method;             // fp16, int8, kvstream-L<n> (kvstream-<scheme>-L<n> for another scheme)
+  std::string device = "cpu";     // the fetcher's --device
+  std::string path = "host";      // where the payloads landed (FetchResult::path)
   uint64_t bytes = 0;             // payload bytes of one fetch
   double kv_ready_ms = 0;         // the median of the measured fetches
   double kv_ready_ms_min = 0, kv_ready_ms_max = 0;
   double last_byte_ms = 0;        // the median of when the fetches' last payload byte arrived
   int fetches = 0;                // measured fetches
   bool pipelined = true;
-  double speedup_vs_int8 = 0;     // int8's kv_ready_ms / this one's; 0 without an int8 row
+  double speedup_vs_int8 = 0;     // int8's kv_ready_ms (same device) / this one's; 0 without an int8 row
 };
 
 struct TransportBenchReport {

@@ -96,6 +96,27 @@ bool GpuAvailable(std::string* why) {
   return true;
 }
 
+Result<std::shared_ptr<void>> AllocateDeviceMemory(size_t bytes, int ordinal) {
+  std::string why;
+  if (!GpuAvailable(&why)) return Status::Unsupported("device memory: " + why);
+  KVSTREAM_CUDA(cudaSetDevice(ordinal));
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    return Status::ResourceExhausted("device memory: " + std::to_string(bytes) + " bytes on cuda:" + std::to_string(ordinal) +
+                                     ": " + cudaGetErrorString(e));
+  }
+  KVSTREAM_CUDA(e);
+  std::shared_ptr<void> owned(p, [](void* q) { cudaFree(q); });
+  KVSTREAM_CUDA(cudaMemset(p, 0, bytes));
+  return owned;
+}
+
+Status CopyDeviceToHost(void* host, const void* device, size_t bytes) {
+  KVSTREAM_CUDA(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost));
+  return Status::Ok();
+}
+
 struct DeviceProfile::Impl {
   Profile profile;
   DeviceBuffer means, steps, slots, channel_table;

@@ -35,6 +35,9 @@ Status GpuDecoder::Finish() { return Absent(); }
 
 Status DecodeChunks(const std::vector<GpuChunk>&, const DeviceProfile*, const KvDestination&, CudaStream) { return Absent(); }
 
+Result<std::shared_ptr<void>> AllocateDeviceMemory(size_t, int) { return Absent(); }
+Status CopyDeviceToHost(void*, const void*, size_t) { return Absent(); }
+
 Result<std::unique_ptr<cuda::PipelineDevice>> cuda::MakeCudaPipelineDevice(std::shared_ptr<const Profile>, CudaStream,
                                                                            const DecodeLimits&) {
   return Absent();

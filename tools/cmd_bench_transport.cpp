@@ -12,6 +12,8 @@
 #include "bench/machine.h"
 #include "bench/transport_bench.h"
 #include "bench/ucx_version.h"
+#include "kvstream/cuda.h"
+#include "kvstream/transport.h"
 #include "tools/codec_files.h"
 #include "tools/command.h"
 
@@ -48,6 +50,14 @@ Result<bench::TransportBenchOptions> ParseOptions(const Args& args) {
   KVSTREAM_ASSIGN_OR_RETURN(o.scheme, ParseQuantScheme(args.GetString("scheme", "channel-uniform")));
   KVSTREAM_RETURN_IF_ERROR(ParseFineRows(args, &o.fine_fraction, &o.fine_level));
   KVSTREAM_ASSIGN_OR_RETURN(o.decode_threads, args.GetInt("decode-threads", o.decode_threads));
+  const std::string device = args.GetString("device", "cpu");
+  if (device == "cuda") {
+    std::string why;
+    if (o.fetch && !GpuAvailable(&why)) return Status::Unsupported("bench transport --device cuda: " + why);
+    o.devices = {"cpu", "cuda"};  // the CPU rows in the same run, as the baseline
+  } else if (device != "cpu") {
+    return Status::InvalidArgument("--device " + device + ": expected cpu or cuda");
+  }
   KVSTREAM_RETURN_IF_ERROR(bench::CheckTransportBenchOptions(o));
   return o;
 }
@@ -56,12 +66,18 @@ Status RunBenchTransport(const Args& args) {
   const bool json = args.Has("json");
   KVSTREAM_ASSIGN_OR_RETURN(const bench::TransportBenchOptions o, ParseOptions(args));
   const bench::Machine machine = bench::ThisMachine();
+  // Whether this UCX moves GPU memory (the ucx-cuda path needs it; without it GPU fetches use staging).
+  KVSTREAM_ASSIGN_OR_RETURN(std::shared_ptr<DataPlane> probe, DataPlane::Create());
+  const bool ucx_cuda = probe->cuda_memory();
+  probe.reset();
   if (json) {
     const nlohmann::json header = {{"header", true}, {"bench", "transport"}, {"date", bench::UtcNow()},
-                                   {"machine", bench::MachineJson(machine)}, {"ucx", bench::UcxVersion()}};
+                                   {"machine", bench::MachineJson(machine)}, {"ucx", bench::UcxVersion()},
+                                   {"ucx_cuda", ucx_cuda}};
     std::printf("%s\n", header.dump().c_str());
   } else {
-    std::printf("kvstream bench transport — machine: %s; UCX %s\n\n", bench::DescribeMachine(machine).c_str(), bench::UcxVersion().c_str());
+    std::printf("kvstream bench transport — machine: %s; UCX %s (%s)\n\n", bench::DescribeMachine(machine).c_str(),
+                bench::UcxVersion().c_str(), ucx_cuda ? "moves CUDA memory" : "no CUDA memory: GPU fetches use staging");
   }
   if (o.raw && !json) {
     std::printf("%-10s %12s %12s %18s %8s %21s\n", "kind", "msg_bytes", "gbps_ours", "gbps_ucx_perftest", "ratio",
@@ -88,18 +104,20 @@ Status RunBenchTransport(const Args& args) {
     return Status::Ok();
   }
   if (!json) {
-    std::printf("\n%-10s %-16s %10s %14s %12s %13s %10s\n", "kind", "method", "link_gbps", "bytes", "kv_ready_ms",
-                "last_byte_ms", "pipelined");
+    std::printf("\n%-10s %-16s %-6s %-8s %10s %14s %12s %13s %10s\n", "kind", "method", "device", "path", "link_gbps",
+                "bytes", "kv_ready_ms", "last_byte_ms", "pipelined");
   }
   for (const bench::FetchRow& r : report.fetch) {
     if (json) {
-      std::printf("{\"kind\": \"fetch\", \"method\": \"%s\", \"link_gbps\": %.3f, \"bytes\": %llu, \"kv_ready_ms\": %.3f, "
+      std::printf("{\"kind\": \"fetch\", \"method\": \"%s\", \"device\": \"%s\", \"path\": \"%s\", \"link_gbps\": %.3f, "
+                  "\"bytes\": %llu, \"kv_ready_ms\": %.3f, "
                   "\"kv_ready_ms_min\": %.3f, \"kv_ready_ms_max\": %.3f, \"last_byte_ms\": %.3f, \"fetches\": %d, "
                   "\"pipelined\": %s, \"speedup_vs_int8\": %.3f}\n",
-                  r.method.c_str(), o.link_gbps, static_cast<unsigned long long>(r.bytes), r.kv_ready_ms, r.kv_ready_ms_min,
+                  r.method.c_str(), r.device.c_str(), r.path.c_str(), o.link_gbps, static_cast<unsigned long long>(r.bytes), r.kv_ready_ms, r.kv_ready_ms_min,
                   r.kv_ready_ms_max, r.last_byte_ms, r.fetches, r.pipelined ? "true" : "false", r.speedup_vs_int8);
     } else {
-      std::printf("%-10s %-16s %10.3f %14llu %12.2f %13.2f %10s\n", "fetch", r.method.c_str(), o.link_gbps,
+      std::printf("%-10s %-16s %-6s %-8s %10.3f %14llu %12.2f %13.2f %10s\n", "fetch", r.method.c_str(), r.device.c_str(),
+                  r.path.c_str(), o.link_gbps,
                   static_cast<unsigned long long>(r.bytes), r.kv_ready_ms, r.last_byte_ms, r.pipelined ? "true" : "false");
     }
   }
@@ -114,7 +132,7 @@ KVSTREAM_REGISTER_COMMAND(bench_transport, {
     "usage: kvstream bench transport [--json] [--sizes LIST] [--window N] [--total-mb MB] [--repetitions R] [--skip-raw]\n"
     "                                [--skip-fetch] [--link-gbps G] [--model M] [--tokens T] [--levels LIST]\n"
     "                                [--profile P] [--scheme S] [--fine-fraction F] [--fine-level L]\n"
-    "                                [--decode-threads T]\n\n"
+    "                                [--decode-threads T] [--device cpu|cuda]\n\n"
     "ucx_raw rows: our DataPlane and ucx_perftest (ucp_am_bw) move the same messages on this host. The\n"
     "baseline creates its endpoints with peer error handling (-e), as the DataPlane does (it must notice dead\n"
     "peers); UCX 1.13's shared-memory transports cannot, so both run over tcp on loopback. The perftest without\n"
@@ -127,7 +145,8 @@ KVSTREAM_REGISTER_COMMAND(bench_transport, {
     "                  fetch keys method, link_gbps, bytes, kv_ready_ms (median of --repetitions fetches after\n"
     "                  a warm-up one), kv_ready_ms_min, kv_ready_ms_max, last_byte_ms (median of when the last\n"
     "                  payload byte arrived: ready soon after it, the link set the time; long after, the\n"
-    "                  decoders did), fetches, pipelined, speedup_vs_int8\n"
+    "                  decoders did), fetches, pipelined, speedup_vs_int8 (against int8 on the same device),\n"
+    "                  device, path (host, or staging: through the device pipeline)\n"
     "  --sizes LIST    message sizes in bytes (default 65536,1048576,4194304)\n"
     "  --window N      outstanding sends (default 16; our receiver keeps twice as many receives posted)\n"
     "  --total-mb MB   bytes moved per size (default 512)\n"
@@ -143,9 +162,11 @@ KVSTREAM_REGISTER_COMMAND(bench_transport, {
     "                  kvstream-transform-L<n> or kvstream-predicted-L<n>)\n" +
         FineRowsHelp(18) +
     "  --decode-threads T  the fetcher's decode threads (several chunks at once, or one chunk's parts;\n"
-    "                  default 1)",
+    "                  default 1)\n"
+    "  --device D      cpu (default): fetch into host memory; cuda: fetch rows into GPU 0's memory too,\n"
+    "                  beside the cpu rows (fails in one line where there is no GPU)",
     {"sizes", "window", "total-mb", "repetitions", "link-gbps", "model", "tokens", "levels", "profile", "scheme",
-     "fine-fraction", "fine-level", "decode-threads"},
+     "fine-fraction", "fine-level", "decode-threads", "device"},
     {"json", "skip-raw", "skip-fetch"},
     RunBenchTransport,
 });

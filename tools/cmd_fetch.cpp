@@ -2,7 +2,10 @@
 // per-chunk telemetry, and with --verify measures what the fetched KV costs the model.
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
+#include "kvstream/cuda.h"
+#include "kvstream/kv_destination.h"
 #include "kvstream/quality.h"
 #include "kvstream/scheduler.h"
 #include "tools/codec_files.h"
@@ -12,6 +15,47 @@
 
 namespace kvstream::cli {
 namespace {
+
+// --device: "cpu" (-1) or "cuda[:N]" (N, default 0).
+Result<int> ParseFetchDevice(const std::string& device) {
+  if (device == "cpu") return -1;
+  if (device == "cuda") return 0;
+  if (device.rfind("cuda:", 0) == 0 && device.size() > 5 && device.size() <= 8 &&
+      device.find_first_not_of("0123456789", 5) == std::string::npos) {
+    return std::stoi(device.substr(5));
+  }
+  return Status::InvalidArgument("--device = '" + device + "': expected cpu, cuda or cuda:N");
+}
+
+// The context's KV in GPU memory: contiguous fp16 [layers][tokens][channels] keys and values.
+struct DeviceKv {
+  std::shared_ptr<void> memory;
+  TensorView keys, values;
+  KvDestination destination;
+};
+
+Result<DeviceKv> AllocateDeviceKv(int ordinal, int64_t layers, int64_t tokens, int64_t channels) {
+  DeviceKv kv;
+  const size_t plane = static_cast<size_t>(layers * tokens * channels) * sizeof(uint16_t);
+  KVSTREAM_ASSIGN_OR_RETURN(kv.memory, AllocateDeviceMemory(2 * plane, ordinal));
+  auto* base = static_cast<uint8_t*>(kv.memory.get());
+  kv.keys = TensorView::Dense(base, DType::kF16, layers, tokens, channels);
+  kv.values = TensorView::Dense(base + plane, DType::kF16, layers, tokens, channels);
+  kv.keys.device = kv.values.device = Device::kCuda;
+  KVSTREAM_ASSIGN_OR_RETURN(kv.destination, KvDestination::Contiguous(kv.keys, kv.values, 1));
+  return kv;
+}
+
+// Copies the device KV into the host cache (fp32), for --out and --verify.
+Status CopyToHostCache(const DeviceKv& kv, KvCache& cache) {
+  std::vector<uint16_t> host(static_cast<size_t>(2 * kv.keys.numel()));
+  KVSTREAM_RETURN_IF_ERROR(CopyDeviceToHost(host.data(), kv.memory.get(), host.size() * sizeof(uint16_t)));
+  const TensorView k = TensorView::Dense(host.data(), DType::kF16, kv.keys.layers(), kv.keys.tokens(), kv.keys.channels());
+  const TensorView v = TensorView::Dense(host.data() + host.size() / 2, DType::kF16, kv.keys.layers(), kv.keys.tokens(),
+                                         kv.keys.channels());
+  KVSTREAM_RETURN_IF_ERROR(CopyView(k, cache.keys()));
+  return CopyView(v, cache.values());
+}
 
 Status RunFetch(const Args& args) {
   KVSTREAM_ASSIGN_OR_RETURN(std::string connect, args.Require("connect"));
@@ -24,6 +68,12 @@ Status RunFetch(const Args& args) {
   KVSTREAM_ASSIGN_OR_RETURN(int64_t repeat, args.GetInt("repeat", 1));
   if (repeat < 1 || repeat > 1000) return Status::InvalidArgument("--repeat = " + std::to_string(repeat) + ", expected 1..1000");
   const bool json = args.Has("json");
+  const std::string device_name = args.GetString("device", "cpu");
+  KVSTREAM_ASSIGN_OR_RETURN(const int gpu, ParseFetchDevice(device_name));
+  if (gpu >= 0) {
+    std::string why;
+    if (!GpuAvailable(&why)) return Status::Unsupported("fetch --device " + device_name + ": " + why);
+  }
   if (!(deadline_ms > 0)) return Status::InvalidArgument("--deadline-ms must be positive");
   if (inflight < 1 || inflight > 64) return Status::InvalidArgument("--inflight = " + std::to_string(inflight) + ", expected 1..64");
   if (decode_threads < 1 || decode_threads > 64) {
@@ -75,18 +125,29 @@ Status RunFetch(const Args& args) {
   if (values > (size_t{1} << 32)) return Status::ResourceExhausted("context of " + std::to_string(values) + " values per K/V exceeds 2^32");
   fetched.k.resize(values);
   fetched.v.resize(values);
+  std::optional<DeviceKv> on_gpu;
+  if (gpu >= 0) {
+    KVSTREAM_ASSIGN_OR_RETURN(DeviceKv kv, AllocateDeviceKv(gpu, fetched.layers, fetched.tokens, fetched.kv_dim));
+    on_gpu = std::move(kv);
+  }
   FetchResult result;
   for (int64_t i = 0; i < repeat; ++i) {
-    KVSTREAM_ASSIGN_OR_RETURN(result, receiver->Fetch(context, fetched.keys(), fetched.values(), deadline_ms / 1000.0, *policy));
+    if (on_gpu) {
+      KVSTREAM_ASSIGN_OR_RETURN(result, receiver->Fetch(context, on_gpu->destination, deadline_ms / 1000.0, *policy));
+    } else {
+      KVSTREAM_ASSIGN_OR_RETURN(result, receiver->Fetch(context, fetched.keys(), fetched.values(), deadline_ms / 1000.0, *policy));
+    }
     if (json) {
       std::printf("{\"context\": \"%s\", \"policy\": \"%s\", \"bytes\": %llu, \"kv_ready_ms\": %.3f, \"inflight\": %lld, "
-                  "\"retries\": %d, \"deadline_met\": %s, \"last_byte_ms\": %.3f, \"decode_ms\": %.3f}\n",
+                  "\"retries\": %d, \"deadline_met\": %s, \"last_byte_ms\": %.3f, \"decode_ms\": %.3f, \"path\": \"%s\", "
+                  "\"device\": \"%s\"}\n",
                   context.c_str(), policy->name().c_str(), static_cast<unsigned long long>(result.bytes), 1000 * result.kv_ready_s,
                   static_cast<long long>(inflight), result.retries, result.deadline_met ? "true" : "false",
-                  1000 * result.last_byte_s, 1000 * result.decode_s);
+                  1000 * result.last_byte_s, 1000 * result.decode_s, result.path.c_str(), result.device.c_str());
       std::fflush(stdout);
     }
   }
+  if (on_gpu && (verify || !out_path.empty())) KVSTREAM_RETURN_IF_ERROR(CopyToHostCache(*on_gpu, fetched));
   if (!json) {
     std::printf("fetched context '%s' from %s: %d tokens, %d chunks, %llu bytes, KV ready in %.2f ms (deadline %.0f ms %s), "
                 "policy %s, %d retr%s\n",
@@ -99,9 +160,10 @@ Status RunFetch(const Args& args) {
                   static_cast<unsigned long long>(t.bytes), 1000 * t.transfer_s, 1000 * t.decode_s, 1000 * t.decoded_at_s);
     }
     std::printf("the last byte arrived at %.2f ms and the KV was ready %.2f ms later; the chunks took %.2f ms to decode in all,\n"
-                "on %lld decode thread(s) (ready soon after the last byte: the link set the time; long after: the decoders)\n",
+                "on %s (ready soon after the last byte: the link set the time; long after: the decoders)\n",
                 1000 * result.last_byte_s, 1000 * (result.kv_ready_s - result.last_byte_s), 1000 * result.decode_s,
-                static_cast<long long>(decode_threads));
+                on_gpu ? (result.device + ", payloads through pinned staging").c_str()
+                       : (std::to_string(decode_threads) + " decode thread(s)").c_str());
   }
   if (!out_path.empty()) {
     KVSTREAM_ASSIGN_OR_RETURN(KvDump dump, KvDumpOf(model->config(), fetched));
@@ -147,7 +209,8 @@ KVSTREAM_REGISTER_COMMAND(fetch, {
     "fetch",
     "decode node: fetch a context's KV from kvstream serve, optionally measuring its quality",
     "usage: kvstream fetch --connect HOST:PORT --context ID [--level L | --policy P] [--deadline-ms D]\n"
-    "                      [--inflight N] [--decode-threads T] [--secret-file F] [--profile P]\n"
+    "                      [--inflight N] [--decode-threads T] [--device cpu|cuda[:N]] [--secret-file F]\n"
+    "                      [--profile P]\n"
     "                      [--verify --model M [--text FILE] [--window W]] [--out FILE --model M]\n\n"
     "  --connect HOST:PORT   the server's control-plane address (required)\n"
     "  --context ID          context id (kvstream serve numbers its windows 0..N-1) (required)\n"
@@ -158,6 +221,9 @@ KVSTREAM_REGISTER_COMMAND(fetch, {
     "  --inflight N          chunks requested ahead of decoding; 1 disables pipelining (default 2)\n"
     "  --decode-threads T    decode threads: several chunks at once, or one chunk's parts when fewer\n"
     "                        chunks are waiting (default 1)\n"
+    "  --device D            where the KV goes: cpu (host memory, CPU decode threads; default) or cuda[:N]\n"
+    "                        (GPU N's memory, fp16, decoded there through the device pipeline; fails in one\n"
+    "                        line where there is no GPU)\n"
     "  --secret-file F       shared secret, when the server requires one\n"
     "  --profile P           the codec profile the server encodes with (its --profile; the handshake refuses\n"
     "                        a different one)\n"
@@ -173,9 +239,10 @@ KVSTREAM_REGISTER_COMMAND(fetch, {
     "  --repeat N            fetch N times on one connection; the last one is reported/verified (default 1)\n"
     "  --json                one JSON object per fetch: context, policy, bytes, kv_ready_ms, inflight, retries,\n"
     "                        deadline_met, last_byte_ms (when the last payload byte arrived), decode_ms (all\n"
-    "                        chunks' decode time together) (instead of the table)\n"
+    "                        chunks' decode time together), path (host or staging), device (instead of the\n"
+    "                        table)\n"
     "  --tokenizer PATH, --threads N   as for the other model commands",
-    {"connect", "context", "level", "policy", "deadline-ms", "inflight", "decode-threads", "secret-file", "model", "text",
+    {"connect", "context", "level", "policy", "deadline-ms", "inflight", "decode-threads", "device", "secret-file", "model", "text",
      "eval-tokens", "repeat", "tokenizer", "threads", "profile", "window", "out"},
     {"verify", "json"},
     RunFetch,

@@ -103,6 +103,7 @@ struct DataPlane::Impl {
   int worker_fd = -1;
   int wake_fd = -1;
   std::vector<uint8_t> address;
+  bool cuda_memory = false;  // UCX moves CUDA memory (built with CUDA, a cuda transport loaded)
   std::thread thread;
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> next_message_id{1};
@@ -471,6 +472,11 @@ Result<std::shared_ptr<DataPlane>> DataPlane::Create(const DataPlaneOptions& opt
   s = ucp_init(&params, config, &d.context);
   ucp_config_release(config);
   if (s != UCS_OK) return FromUcx(s, "data plane: ucp_init");
+  ucp_context_attr_t attr{};
+  attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  if (ucp_context_query(d.context, &attr) == UCS_OK) {
+    d.cuda_memory = (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+  }
 
   ucp_worker_params_t wparams{};
   wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
@@ -503,6 +509,8 @@ Result<std::shared_ptr<DataPlane>> DataPlane::Create(const DataPlaneOptions& opt
   d.thread = std::thread([&d] { d.Run(); });
   return plane;
 }
+
+bool DataPlane::cuda_memory() const { return impl_->cuda_memory; }
 
 const std::vector<uint8_t>& DataPlane::address() const { return impl_->address; }
 

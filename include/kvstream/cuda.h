@@ -35,6 +35,13 @@ bool GpuAvailable(std::string* why = nullptr);
 // A cudaStream_t, as an opaque handle; null is the default stream.
 using CudaStream = void*;
 
+// Device memory for callers without a CUDA runtime of their own (the command line, the tests): `bytes`
+// on device `ordinal` (made the calling thread's current device), zero-filled, freed with the last
+// reference. kUnsupported without CUDA or a device, kResourceExhausted when the device is full.
+Result<std::shared_ptr<void>> AllocateDeviceMemory(size_t bytes, int ordinal = 0);
+// Copies `bytes` from device to host memory, after everything enqueued on the device so far.
+Status CopyDeviceToHost(void* host, const void* device, size_t bytes);
+
 // One chunk to decode: its bytes in device memory, and a host copy of at least its header (the fixed
 // header, segment index, fine-row map and CRC: ChunkInfo::header_bytes; the whole chunk also works).
 struct GpuChunk {

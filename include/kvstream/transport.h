@@ -62,6 +62,9 @@ class DataPlane {
 
   // This worker's UCX address, to hand to peers over the control plane.
   const std::vector<uint8_t>& address() const;
+  // Whether this UCX moves CUDA memory (built with CUDA support: cuda_copy, cuda_ipc, GPUDirect RDMA),
+  // as its context reports at run time. Debian's UCX does not.
+  bool cuda_memory() const;
   // Opens an endpoint to a peer's worker address. Peer failures are detected (UCX peer error handling)
   // and fail that peer's sends.
   Result<PeerId> Connect(const std::vector<uint8_t>& peer_address);

@@ -38,6 +38,7 @@ TEST(BenchTransport, RawRowsCompleteOnLoopback) {
   EXPECT_FALSE(header["machine"]["cpu"].get<std::string>().empty());
   EXPECT_GT(header["machine"]["cores"].get<int>(), 0);
   EXPECT_FALSE(header["ucx"].get<std::string>().empty());
+  EXPECT_TRUE(header["ucx_cuda"].is_boolean()) << header.dump();  // whether UCX moves CUDA memory
   const std::vector<nlohmann::json> rows = JsonLines(out, "{\"kind\"");
   ASSERT_EQ(rows.size(), 2u) << out;
   EXPECT_EQ(rows[0]["msg_bytes"], 65536);

@@ -14,6 +14,7 @@
 
 #include "bench/cluster/process.h"
 #include "common/half.h"
+#include "kvstream/cuda.h"
 #include "kvstream/kv_dump.h"
 #include "tests/test_files.h"
 #include "tests/tools/json_lines.h"
@@ -92,6 +93,14 @@ TEST(ServeFetch, FetchesVerifiesAndRefuses) {
   EXPECT_GT(last["last_byte_ms"].get<double>(), 0);
   EXPECT_LE(last["last_byte_ms"].get<double>(), last["kv_ready_ms"].get<double>());
   EXPECT_GT(last["decode_ms"].get<double>(), 0);
+  EXPECT_EQ(last["path"], "host");
+  EXPECT_EQ(last["device"], "cpu");
+
+  // Into GPU memory: where there is no GPU, one clear line before anything is fetched.
+  if (!kvstream::GpuAvailable()) {
+    EXPECT_TRUE(Refuses(fetch + " --context 0 --level int8 --device cuda:0", "fetch --device cuda:0: "));
+  }
+  EXPECT_TRUE(Refuses(fetch + " --context 0 --device tpu", "expected cpu, cuda or cuda:N"));
 
   // Without the secret, and for a context that is not served: refused, saying why.
   EXPECT_TRUE(Refuses(std::string(KVSTREAM_CLI) + " fetch --connect " + server.address() + " --context 0 --level int8",
