@@ -5,6 +5,7 @@
 #   KVSTREAM_BUILD_DIR   build folder (default build)
 #   KVSTREAM_BUILD_TYPE  CMake build type (default Release)
 #   KVSTREAM_CMAKE_ARGS  extra arguments for cmake's configure step
+#   KVSTREAM_BUILD_TARGETS  build only these targets (default: all)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -35,4 +36,5 @@ if [ ! -f "$build_dir/CMakeCache.txt" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="${KVSTREAM_BUILD_TYPE:-Release}" \
     -DPython3_EXECUTABLE=/usr/bin/python3 ${KVSTREAM_CMAKE_ARGS:-} >/dev/null
 fi
-cmake --build "$build_dir" -j "$(nproc)"
+# shellcheck disable=SC2086
+cmake --build "$build_dir" -j "$(nproc)" ${KVSTREAM_BUILD_TARGETS:+--target $KVSTREAM_BUILD_TARGETS}
