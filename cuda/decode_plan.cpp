@@ -145,6 +145,15 @@ Result<DecodePlan> PlanDecode(const std::vector<GpuChunk>& chunks, const Profile
       return Status::CorruptData("chunk " + std::to_string(i) + ": a " + SchemeName(info.scheme) +
                                  " chunk, but its profile has no " + (predicted ? "prediction" : "transform"));
     }
+    // The segments to decode: the chunk's layer range (a predicted chunk's from layer 0: each layer is
+    // predicted from the ones before).
+    const int64_t layer_end = chunk.layer_end < 0 ? info.layers : chunk.layer_end;
+    if (chunk.layer_begin < 0 || chunk.layer_begin >= layer_end || layer_end > info.layers) {
+      return Status::InvalidArgument("chunk " + std::to_string(i) + ": layers [" + std::to_string(chunk.layer_begin) +
+                                     ", " + std::to_string(layer_end) + ") of a chunk of " + std::to_string(info.layers));
+    }
+    const size_t first_segment_index = predicted ? 0 : static_cast<size_t>(2 * chunk.layer_begin);
+    const size_t end_segment_index = static_cast<size_t>(2 * layer_end);
     size_t ring = 0;  // predicted: the chunk's predictor ring, offset + 1
     if (predicted) {
       ring = rings + 1;
@@ -174,7 +183,8 @@ Result<DecodePlan> PlanDecode(const std::vector<GpuChunk>& chunks, const Profile
         }
       }
     }
-    for (const SegmentInfo& seg : info.segments) {
+    for (size_t index = first_segment_index; index < end_segment_index; ++index) {
+      const SegmentInfo& seg = info.segments[index];
       SegmentJob job{};
       job.bytes = chunk.bytes + seg.offset;
       job.size = seg.size;
@@ -187,6 +197,7 @@ Result<DecodePlan> PlanDecode(const std::vector<GpuChunk>& chunks, const Profile
                                              : SegmentKind::kChannelUniform;
       const bool first_segment = seg.layer == 0 && seg.tensor == SegmentTensor::kKeys;
       job.predictor_ring = ring && first_segment ? reinterpret_cast<int16_t*>(ring) : nullptr;
+      job.predicted_slices = predicted && first_segment ? static_cast<int32_t>(end_segment_index) : 0;
       // The exact sums' scratch (offset + 1): a transform segment's tokens, rounded up to whole tiles; a
       // predicted chunk's tiles, kPredictedSumArrays arrays each, at its first segment.
       const size_t tiles = static_cast<size_t>((info.tokens + kTileRows - 1) / kTileRows);

@@ -1,5 +1,5 @@
 // DecodeChunk and DecodeChunkTokens: validate the container, the destinations and the profile, then
-// decode every (layer, K/V) segment into the caller's views, layers in parallel, with the decoder of the
+// decode every (layer, K/V) segment (of the requested layers) into the caller's views, layers in parallel, with the decoder of the
 // chunk's level and scheme (segment_decoders.h): a task takes as many segments as the CPU's rANS kernel
 // decodes together (a layer's keys and values, two layers' when it takes four streams). A predicted chunk's
 // layers depend on each other, so its segments are only entropy-decoded in that pass; a second one
@@ -48,30 +48,37 @@ Status DecodeChunk(const uint8_t* data, size_t size, const DecodeOptions& option
   KVSTREAM_RETURN_IF_ERROR(CheckDestination(keys_out, "keys_out", info));
   KVSTREAM_RETURN_IF_ERROR(CheckDestination(values_out, "values_out", info));
   KVSTREAM_RETURN_IF_ERROR(codec::CheckChunkProfile(info, options.profile));
+  const int64_t layer_end = options.layer_end < 0 ? info.layers : options.layer_end;
+  if (options.layer_begin < 0 || options.layer_begin >= layer_end || layer_end > info.layers) {
+    return Status::InvalidArgument("decode: layers [" + std::to_string(options.layer_begin) + ", " +
+                                   std::to_string(layer_end) + ") of a chunk of " + std::to_string(info.layers));
+  }
+  const bool predicted = info.scheme == QuantScheme::kPredicted && IsLossyLevel(info.level);
+  // Segment 2l holds layer l's keys and 2l + 1 its values (the container reader checked the order).
+  const size_t begin = predicted ? 0 : static_cast<size_t>(2 * options.layer_begin);
+  const size_t end = static_cast<size_t>(2 * layer_end);
   if (!IsLossyLevel(info.level)) {
-    return codec::RunParallel(info.segments.size(), options.threads, options.parallel_for,
+    return codec::RunParallel(end - begin, options.threads, options.parallel_for,
                               codec::WithFencedStores([&](size_t i) -> Status {
-      const SegmentInfo& seg = info.segments[i];
+      const SegmentInfo& seg = info.segments[begin + i];
       KVSTREAM_RETURN_IF_ERROR(codec::VerifySegment(data, seg));
       return codec::DecodePassthroughSegment(data, info, seg, seg.tensor == SegmentTensor::kKeys ? keys_out : values_out);
     }));
   }
   std::optional<codec::RopeTable> rope;  // the chunk's positions, shared by its key segments
-  const bool predicted = info.scheme == QuantScheme::kPredicted;
   if ((info.scheme == QuantScheme::kTransform || predicted) && options.profile->Supports(QuantScheme::kTransform)) {
     rope.emplace(DataOf(*options.profile).transform.rope, info.token_begin, info.tokens);
   }
-  // Segment 2l holds layer l's keys and 2l + 1 its values (the container reader checked the order). A task
-  // takes whole layers: as many segments as the rANS kernel decodes together, one layer at least.
-  const size_t segments = info.segments.size();
+  // A task takes whole layers: as many segments as the rANS kernel decodes together, one layer at least.
+  const size_t segments = end - begin;
   const size_t per_task = std::max<size_t>(2, codec::RansStreamsDecodedTogether());
   // A predicted chunk's segments outlive the first pass, which only prepares their rows.
   std::optional<codec::PredictedChunk> prepared;
-  if (predicted) prepared.emplace(info, *options.profile);
+  if (predicted) prepared.emplace(*options.profile, end);
   KVSTREAM_RETURN_IF_ERROR(codec::RunParallel((segments + per_task - 1) / per_task, options.threads, options.parallel_for,
                                               codec::WithFencedStores([&](size_t task) -> Status {
-    const size_t first = task * per_task;
-    const size_t n = std::min(per_task, segments - first);
+    const size_t first = begin + task * per_task;
+    const size_t n = std::min(per_task, end - first);
     for (size_t i = first; i < first + n; ++i) KVSTREAM_RETURN_IF_ERROR(codec::VerifySegment(data, info.segments[i]));
     const codec::LossySegments group{data, info, options.profile, keys_out, values_out, rope ? &*rope : nullptr, first, n};
     switch (info.scheme) {

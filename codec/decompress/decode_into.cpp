@@ -42,10 +42,13 @@ Status DecodeChunkInto(const uint8_t* data, size_t size, const DecodeOptions& op
   const TensorView keys = TensorView::Dense(stage.data(), d.dtype, L, T, C);
   const TensorView values = TensorView::Dense(stage.data() + stage.size() / 2, d.dtype, L, T, C);
   KVSTREAM_RETURN_IF_ERROR(DecodeChunk(data, size, options, keys, values));
+  // The layers DecodeChunk wrote (DecodeOptions::layer_begin, a predicted chunk's from 0).
+  const int64_t first_layer = info.scheme == QuantScheme::kPredicted && IsLossyLevel(info.level) ? 0 : options.layer_begin;
+  const int64_t end_layer = options.layer_end < 0 ? L : options.layer_end;
   const int64_t head_dim = d.head_dim;
   for (int kv = 0; kv < 2; ++kv) {
     const char* plane = stage.data() + static_cast<size_t>(kv) * stage.size() / 2;
-    for (int64_t l = 0; l < L; ++l) {
+    for (int64_t l = first_layer; l < end_layer; ++l) {
       char* base = static_cast<char*>(bases[static_cast<size_t>(kv * L + l)]);
       for (int64_t t = 0; t < T; ++t) {
         const char* row = plane + static_cast<size_t>((l * T + t) * C) * element;

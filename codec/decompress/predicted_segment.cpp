@@ -71,8 +71,8 @@ class PredictedSegment final : public ComponentSegment {
   }
 };
 
-PredictedChunk::PredictedChunk(const ChunkInfo& info, const Profile& profile)
-    : profile_(profile), segments_(info.segments.size()) {}
+PredictedChunk::PredictedChunk(const Profile& profile, size_t segments)
+    : profile_(profile), segments_(segments) {}
 
 PredictedChunk::~PredictedChunk() = default;
 

@@ -40,7 +40,8 @@ Status DecodeTransformSegments(const LossySegments& segments);
 class PredictedSegment;
 class PredictedChunk {
  public:
-  PredictedChunk(const ChunkInfo& info, const Profile& profile);
+  // The chunk's segments [0, segments): its first segments / 2 layers (DecodeOptions::layer_end).
+  PredictedChunk(const Profile& profile, size_t segments);
   ~PredictedChunk();
 
   // Parses the group's segments, decodes their symbols, writes their sink rows and keeps the integer

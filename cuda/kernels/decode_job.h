@@ -37,6 +37,7 @@ struct SegmentJob {
   const uint32_t* row_map;   // fine rows: per coded row, kFineRowBit if fine | its row in its stream
   const float* rope;         // transform and predicted keys: per token, the pairs' cosines then their sines
   int16_t* predictor_ring;   // predicted, a chunk's first segment: per coded row, 4 slices' integer rows
+  int32_t predicted_slices;  // predicted, a chunk's first segment: the slices it reconstructs, 2 layer_end
   int32_t* sums;             // scratch for the exact sums: transform, per token [channels]; predicted, the
                              // chunk's first segment, per 32-row tile 4 x [32][channels]
   uint8_t* symbols;          // scratch for every coded row's symbols (the fine stream's after the other's)

@@ -289,7 +289,7 @@ KVSTREAM_HD void TransformRows(X& x, const DecodeArgs& a, int s, int32_t first_r
 template <typename X>
 KVSTREAM_HD void PredictedRows(X& x, const DecodeArgs& a, int s0, int32_t first_row, ReconstructShared& sh) {
   const ProfileTables& p = a.profile;
-  const int slices = 2 * p.layers;
+  const int slices = a.jobs[s0].predicted_slices;  // the chunk's layers [0, layer_end)
   for (int k = 0; k < slices; ++k) {
     if (a.errors[s0 + k] != kGpuOk) return;  // the chunk's later slices would predict from a failed one
   }

@@ -101,6 +101,13 @@ struct DecodeOptions {
   DecodeLimits limits;
   int threads = 1;
   ParallelFor parallel_for;
+  // Only layers [layer_begin, layer_end) (layer_end -1: through the last) are decoded and written; the
+  // other segments' bytes are not read, so a chunk whose later layers have not arrived yet decodes its
+  // first ones (layer-major sending). A predicted chunk's layers are predicted from the ones before, so it
+  // decodes (and writes) [0, layer_end) and needs those segments. Outside the chunk's layers:
+  // kInvalidArgument.
+  int64_t layer_begin = 0;
+  int64_t layer_end = -1;
 };
 
 enum class SegmentTensor : uint8_t { kKeys = 0, kValues = 1, kTokens = 2 };

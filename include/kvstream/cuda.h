@@ -49,6 +49,10 @@ struct GpuChunk {
   size_t size = 0;
   const uint8_t* host_header = nullptr;
   size_t host_header_size = 0;
+  // The layers to decode, as DecodeOptions::layer_begin/layer_end (kvstream/codec.h): only their
+  // segments' bytes are read (a predicted chunk's [0, layer_end)).
+  int64_t layer_begin = 0;
+  int64_t layer_end = -1;
 };
 
 // A Profile's tables uploaded to the current CUDA device once, for every decode that references it.

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "codec/common/rans.h"
-#include "common/whole_file.h"
 #include "cuda/testing/host_launch.h"
 #include "kvstream/codec.h"
 #include "kvstream/profile.h"
+#include "tests/codec/golden_chunks.h"
 #include "tests/cuda/layouts.h"
 
 namespace kvstream {
@@ -25,38 +25,13 @@ using testing::kLayouts;
 using testing::Layout;
 using testing::MakeLayout;
 
-struct Golden {
-  std::string name;
-  std::vector<uint8_t> bytes;
-  ChunkInfo info;
-  std::optional<Profile> profile;
-};
-
-Golden Load(const std::string& name, const std::string& profile) {
-  const std::string dir = std::string(KVSTREAM_GOLDEN_DIR) + "/v7/";
-  Golden g;
-  g.name = name;
-  g.bytes = ReadWholeFile(dir + name).value();
-  g.info = InspectChunk(g.bytes.data(), g.bytes.size()).value();
-  if (!profile.empty()) {
-    const std::vector<uint8_t> bytes = ReadWholeFile(dir + profile).value();
-    g.profile = Profile::Parse(bytes.data(), bytes.size()).value();
-  }
-  return g;
-}
-
-const char* const kSupported[] = {"fp16.kvck", "int8.kvck", "uniform_profile_L1.kvck", "uniform_profile_L3.kvck",
-                                  "uniform_inchunk_L3.kvck", "uniform_inchunk_L6.kvck", "transform_L1.kvck",
-                                  "transform_L3.kvck", "transform_fine_L4.kvck", "predicted_L1.kvck",
-                                  "predicted_L3.kvck", "predicted_fine_L4.kvck"};
-std::string ProfileFor(const std::string& name) {
-  if (name.starts_with("uniform_profile")) return "uniform.kvpf";
-  return name.starts_with("transform") || name.starts_with("predicted") ? "predicted.kvpf" : "";
-}
+using testing::Golden;
+using testing::kKvGoldenChunks;
+using testing::LoadGolden;
 
 TEST(GpuKernelHarness, EverySupportedGoldenChunkMatchesTheCpuDecoderInEveryLayout) {
-  for (const char* name : kSupported) {
-    const Golden g = Load(name, ProfileFor(name));
+  for (const char* name : kKvGoldenChunks) {
+    const Golden g = LoadGolden(name);
     const Profile* profile = g.profile ? &*g.profile : nullptr;
     for (const char* kind : kLayouts) {
       for (DType dtype : {DType::kF16, DType::kBF16, DType::kF32}) {
@@ -77,8 +52,46 @@ TEST(GpuKernelHarness, EverySupportedGoldenChunkMatchesTheCpuDecoderInEveryLayou
   }
 }
 
+TEST(GpuKernelHarness, LayerRangesMatchTheCpuDecodersAndReadOnlyTheirSegments) {
+  for (const char* name : kKvGoldenChunks) {
+    const Golden g = LoadGolden(name);
+    const Profile* profile = g.profile ? &*g.profile : nullptr;
+    const bool predicted = g.info.scheme == QuantScheme::kPredicted && IsLossyLevel(g.info.level);
+    const int64_t L = g.info.layers;
+    for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 1}, {1, 3}, {2, L}, {L - 1, L}}) {
+      SCOPED_TRACE(std::string(name) + " layers [" + std::to_string(begin) + ", " + std::to_string(end) + ")");
+      // The other segments' bytes poisoned: the range must not need them.
+      std::vector<uint8_t> partial(g.bytes.size(), 0xa5);
+      std::memcpy(partial.data(), g.bytes.data(), g.info.segments[0].offset);
+      for (size_t i = predicted ? 0 : static_cast<size_t>(2 * begin); i < static_cast<size_t>(2 * end); ++i) {
+        const SegmentInfo& seg = g.info.segments[i];
+        std::memcpy(partial.data() + seg.offset, g.bytes.data() + seg.offset, seg.size);
+      }
+      Layout cpu = MakeLayout("paged", DType::kF16, g.info, HeadsOf(g.info));
+      Layout gpu = MakeLayout("paged", DType::kF16, g.info, HeadsOf(g.info));
+      DecodeOptions options;
+      options.profile = profile;
+      options.layer_begin = begin;
+      options.layer_end = end;
+      ASSERT_TRUE(DecodeChunkInto(partial.data(), partial.size(), options, cpu.destination).ok());
+      GpuChunk chunk{partial.data(), partial.size(), partial.data(), g.info.header_bytes};
+      chunk.layer_begin = begin;
+      chunk.layer_end = end;
+      const Status s = cuda::testing::DecodeChunksOnHost({chunk}, profile, gpu.destination);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      EXPECT_EQ(cpu.storage, gpu.storage);
+    }
+  }
+  const Golden g = LoadGolden("int8.kvck");
+  Layout l = MakeLayout("contiguous", DType::kF16, g.info, 1);
+  GpuChunk outside{g.bytes.data(), g.bytes.size(), g.bytes.data(), g.bytes.size()};
+  outside.layer_begin = 2;
+  outside.layer_end = 2;
+  EXPECT_EQ(cuda::testing::DecodeChunksOnHost({outside}, nullptr, l.destination).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(GpuKernelHarness, ContiguousDestinationHoldsWhatDecodeChunkWrites) {
-  const Golden g = Load("uniform_profile_L1.kvck", "uniform.kvpf");
+  const Golden g = LoadGolden("uniform_profile_L1.kvck", "uniform.kvpf");
   const int64_t L = g.info.layers, T = g.info.tokens, C = g.info.channels;
   std::vector<uint16_t> keys(static_cast<size_t>(L * T * C)), values(keys.size());
   DecodeOptions options;
@@ -97,7 +110,7 @@ TEST(GpuKernelHarness, ContiguousDestinationHoldsWhatDecodeChunkWrites) {
 
 TEST(GpuKernelHarness, SeveralChunksDecodeInOneLaunchSequence) {
   std::vector<Golden> chunks;
-  for (const char* name : kSupported) chunks.push_back(Load(name, ""));
+  for (const char* name : kKvGoldenChunks) chunks.push_back(LoadGolden(name, ""));
   // Chunks of one shape without a profile: fp16, int8 and the in-chunk ones, into one destination each
   // (their positions overlap), decoded together and one by one.
   for (const char* kind : kLayouts) {
@@ -115,9 +128,9 @@ TEST(GpuKernelHarness, SeveralChunksDecodeInOneLaunchSequence) {
 }
 
 TEST(GpuKernelHarness, TextIsRefusedOnTheHost) {
-  const Golden text = Load("text.kvck", "");
-  Layout l = MakeLayout("contiguous", DType::kF16, InspectChunk(Load("fp16.kvck", "").bytes.data(),
-                                                                 Load("fp16.kvck", "").bytes.size()).value(), 1);
+  const Golden text = LoadGolden("text.kvck", "");
+  Layout l = MakeLayout("contiguous", DType::kF16, InspectChunk(LoadGolden("fp16.kvck", "").bytes.data(),
+                                                                 LoadGolden("fp16.kvck", "").bytes.size()).value(), 1);
   Status s = cuda::testing::DecodeChunksOnHost({{text.bytes.data(), text.bytes.size(), text.bytes.data(), text.bytes.size()}},
                                                nullptr, l.destination);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
@@ -132,7 +145,7 @@ TEST(GpuKernelHarness, AHuggingFaceBatchRowOutsideTheBatchIsRefused) {
 }
 
 TEST(GpuKernelHarness, AHostCopyShorterThanTheHeaderIsRefused) {
-  const Golden g = Load("int8.kvck", "");
+  const Golden g = LoadGolden("int8.kvck", "");
   Layout l = MakeLayout("contiguous", DType::kF16, g.info, 1);
   const Status s = cuda::testing::DecodeChunksOnHost({{g.bytes.data(), g.bytes.size(), g.bytes.data(), 40}}, nullptr,
                                                      l.destination);
@@ -140,7 +153,7 @@ TEST(GpuKernelHarness, AHostCopyShorterThanTheHeaderIsRefused) {
 }
 
 TEST(GpuKernelHarness, ABlockTableEntryOutsideTheBlocksIsAnErrorNotAWrite) {
-  const Golden g = Load("int8.kvck", "");
+  const Golden g = LoadGolden("int8.kvck", "");
   Layout l = MakeLayout("paged", DType::kF16, g.info, 1);
   const size_t chunk_block = static_cast<size_t>(g.info.token_begin / 16);  // Layout's paged blocks hold 16
   l.block_table[chunk_block] = 1 << 30;
@@ -155,7 +168,7 @@ TEST(GpuKernelHarness, DamagedSegmentsNeverCrash) {
   std::mt19937 rng(11);
   for (const char* name : {"uniform_profile_L1.kvck", "uniform_inchunk_L3.kvck", "uniform_inchunk_L6.kvck", "int8.kvck",
                            "transform_L1.kvck", "transform_fine_L4.kvck", "predicted_fine_L4.kvck"}) {
-    const Golden g = Load(name, ProfileFor(name));
+    const Golden g = LoadGolden(name);
     for (int trial = 0; trial < 40; ++trial) {
       std::vector<uint8_t> bytes = g.bytes;
       const size_t at = g.info.header_bytes + rng() % (bytes.size() - g.info.header_bytes);
