@@ -35,6 +35,14 @@ Status Run(const Args& args) {
       options.link_gbps.push_back(g);
     }
   }
+  if (args.Has("orders")) {
+    options.orders.clear();
+    std::stringstream list(args.GetString("orders"));
+    for (std::string item; std::getline(list, item, ',');) options.orders.push_back(item);
+  }
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t groups, args.GetInt("layer-groups", options.layer_groups));
+  if (groups < 1 || groups > 1024) return Status::InvalidArgument("bench pipeline: --layer-groups in 1..1024");
+  options.layer_groups = static_cast<int>(groups);
   KVSTREAM_ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", options.cpu_threads));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t slots, args.GetInt("ring-slots", options.ring_slots));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t reps, args.GetInt("repetitions", options.repetitions));
@@ -60,14 +68,18 @@ KVSTREAM_REGISTER_COMMAND(bench_pipeline, {
     "  --device cuda|cpu|both   the device pipeline on the GPU, CPU decode threads, or both (default both;\n"
     "                           cuda without a GPU fails before anything runs)\n"
     "  --rates LIST             link rates in Gbit/s the source paces at (default 1,10,25,100)\n"
+    "  --orders LIST            send orders: default (chunks whole) and layer-major (the layers in\n"
+    "                           --layer-groups groups, group g of every chunk before group g+1; cpu rows\n"
+    "                           only so far) (default default,layer-major)\n"
+    "  --layer-groups N         layer groups of the layer-major order (default 8)\n"
     "  --threads N              CPU decode threads of the cpu rows (default 2)\n"
     "  --ring-slots N           the device pipeline's ring (default 4)\n"
     "  --repetitions N          runs per row, median KV-ready reported (default 3)\n"
-    "  --json                   JSON lines: method, scheme, level, device, path, tokens, bytes, link_gbps,\n"
-    "                           kv_ready_ms, first_layer_ms, decode_ms, last_byte_ms, kv_ready_vs_int8,\n"
-    "                           bit_identical\n"
+    "  --json                   JSON lines: method, scheme, level, device, path, order, tokens, bytes,\n"
+    "                           link_gbps, kv_ready_ms, first_layer_ms (layer 0 of every chunk decoded),\n"
+    "                           decode_ms, last_byte_ms, kv_ready_vs_int8, bit_identical\n"
     "No network: the source delivers each payload when its last byte would have crossed the link.",
-    {"chunks", "device", "rates", "threads", "ring-slots", "repetitions"},
+    {"chunks", "device", "rates", "orders", "layer-groups", "threads", "ring-slots", "repetitions"},
     {"json"},
     Run,
 });

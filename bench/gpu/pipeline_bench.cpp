@@ -33,19 +33,61 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point start, Clock::time_point t) { return std::chrono::duration<double>(t - start).count(); }
 
-// The paced link: chunk i's last byte arrives when the bytes of chunks 0..i have crossed it.
-std::vector<Clock::duration> Arrivals(const GpuChunkSet& set, double gbps) {
+// The paced link: part i's last byte arrives when the bytes of parts 0..i have crossed it.
+template <typename Sizes>
+std::vector<Clock::duration> Arrivals(const Sizes& sizes, double gbps) {
   std::vector<Clock::duration> at;
   double bits = 0;
-  for (const auto& c : set.chunks) {
-    bits += 8.0 * static_cast<double>(c.size());
+  for (uint64_t bytes : sizes) {
+    bits += 8.0 * static_cast<double>(bytes);
     at.push_back(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(bits / (gbps * 1e9))));
   }
   return at;
 }
 
+std::vector<uint64_t> ChunkSizes(const GpuChunkSet& set) {
+  std::vector<uint64_t> sizes;
+  for (const auto& c : set.chunks) sizes.push_back(c.size());
+  return sizes;
+}
+
+// What one delivery carries: layers [layer_begin, layer_end) of a chunk, `bytes` of it on the wire (its
+// segments; the first part of a chunk also its header).
+struct Part {
+  size_t chunk;
+  int64_t layer_begin, layer_end;
+  uint64_t bytes;
+};
+
+// The default order: every chunk whole, in order. Layer-major: the context's layers in `groups` groups,
+// group g of every chunk before group g + 1 of any; a chunk's groups are consecutive byte ranges of it
+// (its segments are in layer order), the first one with the chunk's header.
+Result<std::vector<Part>> SendOrder(const GpuChunkSet& set, bool layer_major, int groups) {
+  std::vector<Part> parts;
+  std::vector<ChunkInfo> infos;
+  for (const auto& c : set.chunks) {
+    KVSTREAM_ASSIGN_OR_RETURN(ChunkInfo info, InspectChunk(c.data(), c.size()));
+    infos.push_back(std::move(info));
+  }
+  if (!layer_major) {
+    for (size_t c = 0; c < infos.size(); ++c) parts.push_back({c, 0, infos[c].layers, set.chunks[c].size()});
+    return parts;
+  }
+  for (int g = 0; g < groups; ++g) {
+    for (size_t c = 0; c < infos.size(); ++c) {
+      const ChunkInfo& info = infos[c];
+      const int64_t begin = info.layers * g / groups, end = info.layers * (g + 1) / groups;
+      if (begin == end) continue;
+      uint64_t bytes = g == 0 ? info.segments[0].offset : 0;
+      for (int64_t s = 2 * begin; s < 2 * end; ++s) bytes += info.segments[static_cast<size_t>(s)].size;
+      parts.push_back({c, begin, end, bytes});
+    }
+  }
+  return parts;
+}
+
 struct Measured {
-  double kv_ready_s = 0, last_byte_s = 0, decode_s = 0;
+  double kv_ready_s = 0, first_layer_s = 0, last_byte_s = 0, decode_s = 0;
   bool bit_identical = false;
 };
 
@@ -59,20 +101,21 @@ Result<SetShape> ShapeOf(const GpuChunkSet& set) {
   return SetShape{info.layers, set.tokens, info.channels};
 }
 
-// Today's host path: arrived chunks decoded by `threads` CPU threads into host memory.
-Result<Measured> RunCpu(const GpuChunkSet& set, const Profile* profile, double gbps, int threads) {
+// Today's host path: arrived parts decoded by `threads` CPU threads into host memory (the parts of one
+// chunk one after the other). First layer: when layer 0 of every chunk is in the destination.
+Result<Measured> RunCpu(const GpuChunkSet& set, const Profile* profile, double gbps, int threads,
+                        const std::vector<Part>& parts) {
   KVSTREAM_ASSIGN_OR_RETURN(SetShape s, ShapeOf(set));
   std::vector<uint16_t> kv(s.plane_bytes() / sizeof(uint16_t) * 2);  // keys, then values
   KVSTREAM_ASSIGN_OR_RETURN(
       KvDestination d,
       KvDestination::Contiguous(TensorView::Dense(kv.data(), DType::kF16, s.layers, s.tokens, s.channels),
                                 TensorView::Dense(kv.data() + kv.size() / 2, DType::kF16, s.layers, s.tokens, s.channels), 1));
-  DecodeOptions options;
-  options.profile = profile;
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<size_t> arrived;
-  size_t delivered = 0;
+  std::deque<size_t> arrived;  // parts, in arrival order
+  std::vector<bool> decoding(set.chunks.size(), false);
+  size_t chunks_with_layer0 = 0;
   bool done_arriving = false;
   Status failure;
   Measured m;
@@ -85,29 +128,47 @@ Result<Measured> RunCpu(const GpuChunkSet& set, const Profile* profile, double g
         size_t i;
         {
           std::unique_lock lock(mu);
-          cv.wait(lock, [&] { return !arrived.empty() || done_arriving; });
+          const auto runnable = [&] {
+            return std::find_if(arrived.begin(), arrived.end(), [&](size_t p) { return !decoding[parts[p].chunk]; });
+          };
+          cv.wait(lock, [&] { return runnable() != arrived.end() || (done_arriving && arrived.empty()); });
           if (arrived.empty()) return;
-          i = arrived.front();
-          arrived.pop_front();
+          const auto it = runnable();
+          i = *it;
+          arrived.erase(it);
+          decoding[parts[i].chunk] = true;
         }
+        const Part& p = parts[i];
+        DecodeOptions options;
+        options.profile = profile;
+        options.layer_begin = p.layer_begin;
+        options.layer_end = p.layer_end;
         const auto begin = Clock::now();
-        Status st = DecodeChunkInto(set.chunks[i].data(), set.chunks[i].size(), options, d);
+        Status st = DecodeChunkInto(set.chunks[p.chunk].data(), set.chunks[p.chunk].size(), options, d);
         const auto end = Clock::now();
-        std::lock_guard lock(mu);
-        m.decode_s += std::chrono::duration<double>(end - begin).count();
-        last_done = std::max(last_done, end);
-        if (!st.ok() && failure.ok()) failure = st;
+        {
+          std::lock_guard lock(mu);
+          decoding[p.chunk] = false;
+          m.decode_s += std::chrono::duration<double>(end - begin).count();
+          last_done = std::max(last_done, end);
+          if (p.layer_begin == 0 && ++chunks_with_layer0 == set.chunks.size()) m.first_layer_s = Since(start, end);
+          if (!st.ok() && failure.ok()) failure = st;
+        }
+        cv.notify_all();
       }
     });
   }
-  for (const Clock::duration& at : Arrivals(set, gbps)) {
-    std::this_thread::sleep_until(start + at);
-    m.last_byte_s = Since(start, std::max(Clock::now(), start + at));  // before any decode of it can end
+  std::vector<uint64_t> sizes;
+  for (const Part& p : parts) sizes.push_back(p.bytes);
+  const auto arrivals = Arrivals(sizes, gbps);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::this_thread::sleep_until(start + arrivals[i]);
+    m.last_byte_s = Since(start, std::max(Clock::now(), start + arrivals[i]));  // before any decode of it can end
     {
       std::lock_guard lock(mu);
-      arrived.push_back(delivered++);
+      arrived.push_back(i);
     }
-    cv.notify_one();
+    cv.notify_all();
   }
   {
     std::lock_guard lock(mu);
@@ -165,7 +226,7 @@ Result<Measured> RunCuda(const GpuChunkSet& set, std::shared_ptr<cuda::PipelineD
                                                    }));
   const auto start = Clock::now();
   last_done = start;
-  const auto arrivals = Arrivals(set, gbps);
+  const auto arrivals = Arrivals(ChunkSizes(set), gbps);
   for (size_t i = 0; i < set.chunks.size(); ++i) {
     KVSTREAM_ASSIGN_OR_RETURN(DevicePipeline::Slot slot, pipeline->Acquire());
     std::memcpy(slot.data, set.chunks[i].data(), set.chunks[i].size());
@@ -178,6 +239,7 @@ Result<Measured> RunCuda(const GpuChunkSet& set, std::shared_ptr<cuda::PipelineD
     std::lock_guard lock(mu);
     KVSTREAM_RETURN_IF_ERROR(failure);
     m.kv_ready_s = Since(start, last_done);
+    m.first_layer_s = m.kv_ready_s;  // the default order: every chunk carries every layer
   }
   pipeline.reset();
   std::vector<uint8_t> back(output);
@@ -203,8 +265,13 @@ Status RunPipelineBench(const PipelineBenchOptions& options, const std::string& 
   for (double g : options.link_gbps) {
     if (!(g > 0 && g <= 10000)) return Status::InvalidArgument("bench pipeline: a link rate outside (0, 10000] Gbit/s");
   }
-  if (options.cpu_threads < 1 || options.ring_slots < 1 || options.repetitions < 1) {
-    return Status::InvalidArgument("bench pipeline: threads, ring slots and repetitions must be positive");
+  if (options.cpu_threads < 1 || options.ring_slots < 1 || options.repetitions < 1 || options.layer_groups < 1) {
+    return Status::InvalidArgument("bench pipeline: threads, ring slots, repetitions and layer groups must be positive");
+  }
+  for (const std::string& order : options.orders) {
+    if (order != "default" && order != "layer-major") {
+      return Status::InvalidArgument("bench pipeline: order '" + order + "', expected default or layer-major");
+    }
   }
   std::string gpu = "none";
   for (const std::string& device : options.devices) {
@@ -239,60 +306,70 @@ Status RunPipelineBench(const PipelineBenchOptions& options, const std::string& 
   const unsigned cores = std::thread::hardware_concurrency();
   if (options.json) {
     std::printf("{\"header\": true, \"date\": \"%s\", \"command\": \"%s\", \"cpu\": \"%s\", \"cores\": %u, \"gpu\": \"%s\", "
-                "\"cpu_threads\": %d, \"ring_slots\": %d, \"repetitions\": %d, \"order\": \"default\"}\n",
+                "\"cpu_threads\": %d, \"ring_slots\": %d, \"repetitions\": %d, \"layer_groups\": %d}\n",
                 date, command.c_str(), CpuModel().c_str(), cores, gpu.c_str(), options.cpu_threads, options.ring_slots,
-                options.repetitions);
+                options.repetitions, options.layer_groups);
   } else {
     std::printf("# %s  %s\n# CPU: %s (%u cores), cpu rows on %d decode threads; GPU: %s, ring of %d slots\n", date,
                 command.c_str(), CpuModel().c_str(), cores, options.cpu_threads, gpu.c_str(), options.ring_slots);
-    std::printf("# median of %d runs; default send order (every chunk carries all layers: first layer = KV ready)\n",
-                options.repetitions);
-    std::printf("%-6s %-8s %-28s %6s %9s %6s %10s %12s %10s %10s %8s %s\n", "device", "path", "method", "tokens", "MiB",
-                "Gbit/s", "KV ms", "last byte ms", "decode ms", "tail %", "vs int8", "bit-identical");
+    std::printf("# median of %d runs; orders: default (every chunk whole: layer 0 ready with the KV) and layer-major\n"
+                "# (%d layer groups, group g of every chunk before group g+1; cpu rows only so far)\n",
+                options.repetitions, options.layer_groups);
+    std::printf("%-6s %-8s %-11s %-28s %6s %9s %6s %10s %10s %12s %10s %7s %8s %s\n", "device", "path", "order", "method",
+                "tokens", "MiB", "Gbit/s", "KV ms", "layer 0 ms", "last byte ms", "decode ms", "tail %", "vs int8",
+                "bit-identical");
   }
   Status status;
   for (const std::string& dev : options.devices) {
-    for (double gbps : options.link_gbps) {
-      std::map<int64_t, double> int8_ready;  // per token count: int8's KV-ready, for the ratio column
-      for (int pass = 0; pass < 2; ++pass) {  // int8 first, so that every row can be compared with it
-        for (const GpuChunkSet& set : folder.sets) {
-          if ((set.level == "int8") != (pass == 0)) continue;
-          std::vector<Measured> runs;
-          for (int r = -1; r < options.repetitions; ++r) {  // run -1 warms up (threads, pages, the GPU's caches)
-            Result<Measured> m = Status::Unsupported("no device");
-            if (dev == "cpu") m = RunCpu(set, profile.get(), gbps, options.cpu_threads);
+    for (const std::string& order : options.orders) {
+      // The device pipeline takes whole chunks so far: its layer-major rows await part submission.
+      if (dev == "cuda" && order == "layer-major") continue;
+      for (double gbps : options.link_gbps) {
+        std::map<int64_t, double> int8_ready;  // per token count: int8's KV-ready, for the ratio column
+        for (int pass = 0; pass < 2; ++pass) {  // int8 first, so that every row can be compared with it
+          for (const GpuChunkSet& set : folder.sets) {
+            if ((set.level == "int8") != (pass == 0)) continue;
+            KVSTREAM_ASSIGN_OR_RETURN(const std::vector<Part> parts,
+                                      SendOrder(set, order == "layer-major", options.layer_groups));
+            std::vector<Measured> runs;
+            for (int r = -1; r < options.repetitions; ++r) {  // run -1 warms up (threads, pages, the GPU's caches)
+              Result<Measured> m = Status::Unsupported("no device");
+              if (dev == "cpu") m = RunCpu(set, profile.get(), gbps, options.cpu_threads, parts);
 #if KVSTREAM_HAS_CUDA
-            if (dev == "cuda") m = RunCuda(set, device, gbps, options.ring_slots, stream);
+              if (dev == "cuda") m = RunCuda(set, device, gbps, options.ring_slots, stream);
 #endif
-            if (!m.ok()) return m.status().WithContext("bench pipeline: " + dev + " " + set.name);
-            if (r >= 0) runs.push_back(*m);
+              if (!m.ok()) return m.status().WithContext("bench pipeline: " + dev + " " + set.name);
+              if (r >= 0) runs.push_back(*m);
+            }
+            std::sort(runs.begin(), runs.end(), [](const Measured& a, const Measured& b) { return a.kv_ready_s < b.kv_ready_s; });
+            const Measured& m = runs[runs.size() / 2];
+            bool identical = true;
+            for (const Measured& r : runs) identical = identical && r.bit_identical;
+            if (set.level == "int8") int8_ready[set.tokens] = m.kv_ready_s;
+            const auto base = int8_ready.find(set.tokens);
+            const double vs_int8 = base == int8_ready.end() ? 0 : base->second / m.kv_ready_s;
+            uint64_t bytes = 0;
+            for (const auto& c : set.chunks) bytes += c.size();
+            const double tail = m.kv_ready_s > 0 ? 100.0 * (m.kv_ready_s - m.last_byte_s) / m.kv_ready_s : 0;
+            const char* path = dev == "cuda" ? "staging" : "host";
+            if (options.json) {
+              std::printf("{\"method\": \"%s\", \"scheme\": \"%s\", \"level\": \"%s\", \"device\": \"%s\", \"path\": \"%s\", "
+                          "\"order\": \"%s\", \"tokens\": %lld, \"bytes\": %llu, \"link_gbps\": %g, \"kv_ready_ms\": %.3f, "
+                          "\"first_layer_ms\": %.3f, \"decode_ms\": %.3f, \"last_byte_ms\": %.3f, \"kv_ready_vs_int8\": %.3f, "
+                          "\"bit_identical\": %s}\n",
+                          set.name.c_str(), set.scheme.c_str(), set.level.c_str(), dev.c_str(), path, order.c_str(),
+                          static_cast<long long>(set.tokens), static_cast<unsigned long long>(bytes), gbps,
+                          m.kv_ready_s * 1e3, m.first_layer_s * 1e3, m.decode_s * 1e3, m.last_byte_s * 1e3, vs_int8,
+                          identical ? "true" : "false");
+            } else {
+              std::printf("%-6s %-8s %-11s %-28s %6lld %9.2f %6g %10.2f %10.2f %12.2f %10.2f %7.1f %8.2f %s\n", dev.c_str(),
+                          path, order.c_str(), set.name.c_str(), static_cast<long long>(set.tokens),
+                          static_cast<double>(bytes) / (1 << 20), gbps, m.kv_ready_s * 1e3, m.first_layer_s * 1e3,
+                          m.last_byte_s * 1e3, m.decode_s * 1e3, tail, vs_int8, identical ? "yes" : "NO");
+            }
+            std::fflush(stdout);
+            if (!identical) status = Status::Internal("bench pipeline: " + dev + " " + set.name + " differs from the CPU decoder");
           }
-          std::sort(runs.begin(), runs.end(), [](const Measured& a, const Measured& b) { return a.kv_ready_s < b.kv_ready_s; });
-          const Measured& m = runs[runs.size() / 2];
-          bool identical = true;
-          for (const Measured& r : runs) identical = identical && r.bit_identical;
-          if (set.level == "int8") int8_ready[set.tokens] = m.kv_ready_s;
-          const auto base = int8_ready.find(set.tokens);
-          const double vs_int8 = base == int8_ready.end() ? 0 : base->second / m.kv_ready_s;
-          uint64_t bytes = 0;
-          for (const auto& c : set.chunks) bytes += c.size();
-          const double tail = m.kv_ready_s > 0 ? 100.0 * (m.kv_ready_s - m.last_byte_s) / m.kv_ready_s : 0;
-          const char* path = dev == "cuda" ? "staging" : "host";
-          if (options.json) {
-            std::printf("{\"method\": \"%s\", \"scheme\": \"%s\", \"level\": \"%s\", \"device\": \"%s\", \"path\": \"%s\", "
-                        "\"tokens\": %lld, \"bytes\": %llu, \"link_gbps\": %g, \"kv_ready_ms\": %.3f, \"first_layer_ms\": %.3f, "
-                        "\"decode_ms\": %.3f, \"last_byte_ms\": %.3f, \"kv_ready_vs_int8\": %.3f, \"bit_identical\": %s}\n",
-                        set.name.c_str(), set.scheme.c_str(), set.level.c_str(), dev.c_str(), path,
-                        static_cast<long long>(set.tokens), static_cast<unsigned long long>(bytes), gbps,
-                        m.kv_ready_s * 1e3, m.kv_ready_s * 1e3, m.decode_s * 1e3, m.last_byte_s * 1e3, vs_int8,
-                        identical ? "true" : "false");
-          } else {
-            std::printf("%-6s %-8s %-28s %6lld %9.2f %6g %10.2f %12.2f %10.2f %10.1f %8.2f %s\n", dev.c_str(), path,
-                        set.name.c_str(), static_cast<long long>(set.tokens), static_cast<double>(bytes) / (1 << 20), gbps,
-                        m.kv_ready_s * 1e3, m.last_byte_s * 1e3, m.decode_s * 1e3, tail, vs_int8, identical ? "yes" : "NO");
-          }
-          std::fflush(stdout);
-          if (!identical) status = Status::Internal("bench pipeline: " + dev + " " + set.name + " differs from the CPU decoder");
         }
       }
     }

@@ -1,6 +1,6 @@
 // `kvstream bench pipeline`: the device pipeline (kvstream/device_pipeline.h) fed by a local source that
 // paces each chunk set's payloads at link rates, with no network, so that it runs on a GPU machine: per
-// set and rate, when the KV is ready against when the last byte arrived. The CPU rows (today's host
+// set, send order and rate, when the KV (and its layer 0) is ready against when the last byte arrived. The CPU rows (today's host
 // path: the CPU decoder on decode threads, paced the same way) run in the same invocation as the baseline.
 #pragma once
 
@@ -18,6 +18,10 @@ struct PipelineBenchOptions {
   int cpu_threads = 2;   // decode threads of the cpu rows
   int ring_slots = 4;    // the device pipeline's ring
   int repetitions = 3;   // runs per row, the median KV-ready reported
+  // Send orders: "default" (chunks whole, in order) and "layer-major" (the context's layers in
+  // `layer_groups` groups, group g of every chunk before group g + 1; cpu rows only so far).
+  std::vector<std::string> orders = {"default", "layer-major"};
+  int layer_groups = 8;
   bool json = false;
 };
 

@@ -1,6 +1,6 @@
 // `kvstream bench pipeline` end to end on a chunk folder of stories260K's KV (written by `bench gpu
-// --model`): the cpu rows pace every set at two rates and decode it bit for bit; the cuda rows, where
-// there is no GPU, fail in one clear line before anything runs. No timing is asserted.
+// --model`): the cpu rows pace every set at two rates in both send orders and decode it bit for bit; the
+// cuda rows, where there is no GPU, fail in one clear line before anything runs. No timing is asserted.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -45,7 +45,7 @@ TEST_F(BenchPipeline, CpuRowsCoverEverySetAndRateBitForBit) {
   ASSERT_EQ(headers.size(), 1u) << out;
   EXPECT_FALSE(headers[0]["cpu"].get<std::string>().empty());
   const auto rows = JsonLines(out, "{\"method\"");
-  ASSERT_EQ(rows.size(), 2u * 6u) << out;  // 6 sets (fp16, int8, 4 channel-uniform) at 2 rates
+  ASSERT_EQ(rows.size(), 2u * 2u * 6u) << out;  // 6 sets (fp16, int8, 4 channel-uniform), 2 orders, 2 rates
   for (const auto& row : rows) {
     EXPECT_EQ(row["device"], "cpu");
     EXPECT_EQ(row["path"], "host");
@@ -53,7 +53,13 @@ TEST_F(BenchPipeline, CpuRowsCoverEverySetAndRateBitForBit) {
     EXPECT_TRUE(row["bit_identical"].get<bool>()) << row.dump();
     EXPECT_GT(row["kv_ready_ms"].get<double>(), 0.0);
     EXPECT_GE(row["kv_ready_ms"].get<double>(), row["last_byte_ms"].get<double>());
-    EXPECT_EQ(row["first_layer_ms"], row["kv_ready_ms"]);  // the default order: every chunk holds every layer
+    if (row["order"] == "default") {
+      EXPECT_EQ(row["first_layer_ms"], row["kv_ready_ms"]);  // every chunk holds every layer
+    } else {
+      EXPECT_EQ(row["order"], "layer-major");
+      EXPECT_GT(row["first_layer_ms"].get<double>(), 0.0);
+      EXPECT_LE(row["first_layer_ms"].get<double>(), row["kv_ready_ms"].get<double>());
+    }
     EXPECT_GT(row["kv_ready_vs_int8"].get<double>(), 0.0);
   }
 }
