@@ -1,6 +1,6 @@
 // MakeCudaPipelineDevice (pipeline_device.h): the DevicePipeline's operations on a CUDA device, through
-// the public GPU decoder (one GpuDecoder per ring slot, so that slots decode without waiting for each
-// other) and the CUDA runtime.
+// the public GPU decoder (a few GpuDecoders per ring slot, so that slots, and a chunk's parts, decode
+// without waiting for each other) and the CUDA runtime.
 #include <cuda_runtime.h>
 
 #include <deque>
@@ -55,8 +55,12 @@ class CudaPipelineDevice final : public PipelineDevice {
     std::lock_guard lock(mu_);
     if (slot < 0) return Status::InvalidArgument("ring slot " + std::to_string(slot));
     while (slots_.size() <= static_cast<size_t>(slot)) {
-      KVSTREAM_ASSIGN_OR_RETURN(GpuDecoder decoder, GpuDecoder::Create(GpuDecoder::Options{limits_}));
-      slots_.push_back(Slot{nullptr, nullptr, 0, std::move(decoder)});
+      Slot made;
+      for (int d = 0; d < kDecodersPerSlot; ++d) {
+        KVSTREAM_ASSIGN_OR_RETURN(GpuDecoder decoder, GpuDecoder::Create(GpuDecoder::Options{limits_}));
+        made.decoders.push_back(std::move(decoder));
+      }
+      slots_.push_back(std::move(made));
     }
     Slot& s = slots_[slot];
     if (s.capacity < bytes) {
@@ -88,12 +92,20 @@ class CudaPipelineDevice final : public PipelineDevice {
   }
   Status Decode(int slot, const GpuChunk& chunk, const KvDestination& destination) override {
     GpuDecoder* decoder;
+    size_t index;
     {
       std::lock_guard lock(mu_);
       if (slot < 0 || static_cast<size_t>(slot) >= slots_.size()) return Status::InvalidArgument("ring slot " + std::to_string(slot));
-      decoder = &slots_[slot].decoder;
+      Slot& s = slots_[slot];
+      index = s.next++ % s.decoders.size();
+      decoder = &s.decoders[index];
     }
-    return decoder->Decode({chunk}, device_profile_.get(), destination, stream_);
+    // The slot's decoders in turn, each with its own scratch: a chunk's parts decode without waiting for
+    // each other (a decoder still pending after kDecodersPerSlot parts is finished first, on the host).
+    KVSTREAM_RETURN_IF_ERROR(decoder->Decode({chunk}, device_profile_.get(), destination, stream_));
+    std::lock_guard lock(mu_);
+    slots_[slot].pending.push_back(index);
+    return Status::Ok();
   }
   Status Record(int event) override {
     KVSTREAM_ASSIGN_OR_RETURN(cudaEvent_t e, Event(event));
@@ -122,17 +134,23 @@ class CudaPipelineDevice final : public PipelineDevice {
     {
       std::lock_guard lock(mu_);
       if (slot < 0 || static_cast<size_t>(slot) >= slots_.size()) return Status::InvalidArgument("ring slot " + std::to_string(slot));
-      decoder = &slots_[slot].decoder;
+      Slot& s = slots_[slot];
+      if (s.pending.empty()) return Status::Internal("ring slot " + std::to_string(slot) + ": no decode to report");
+      decoder = &s.decoders[s.pending.front()];
+      s.pending.pop_front();
     }
-    return decoder->Finish();  // the slot's decode is complete: this only reads its errors
+    return decoder->Finish();  // the decode is complete: this only reads its errors
   }
 
  private:
+  static constexpr int kDecodersPerSlot = 4;
   struct Slot {
-    uint8_t* staging;
-    uint8_t* device;
-    size_t capacity;
-    GpuDecoder decoder;
+    uint8_t* staging = nullptr;
+    uint8_t* device = nullptr;
+    size_t capacity = 0;
+    std::vector<GpuDecoder> decoders;
+    size_t next = 0;                // the decoder the next part takes
+    std::deque<size_t> pending;     // decoders with a decode not reported yet, oldest first
   };
   Result<cudaEvent_t> Event(int event) {
     std::lock_guard lock(mu_);

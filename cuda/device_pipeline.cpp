@@ -1,8 +1,9 @@
 // DevicePipeline (kvstream/device_pipeline.h) over a PipelineDevice (pipeline_device.h): the ring's
-// bookkeeping, the CRC check, the stream-ordered work of each chunk and a completion thread that waits for
-// the chunks' events in submission order.
+// bookkeeping, the CRC check, the stream-ordered work of each part (a whole chunk, or a layer range of
+// one), per-layer readiness, and a completion thread that waits for the parts' events in submission order.
 #include "kvstream/device_pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -19,8 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class ChunkState { kWaiting, kSubmitted, kDecoded, kFailed };
-
 const char* MemoryName(Device d) { return d == Device::kCuda ? "CUDA device" : "host"; }
 
 }  // namespace
@@ -30,6 +29,7 @@ struct DevicePipeline::Impl {
   std::shared_ptr<cuda::PipelineDevice> device;
   KvDestination destination;
   int num_chunks = 0;
+  int64_t layers = 0;
   ChunkDone on_done;
 
   struct SlotBuffers {
@@ -37,22 +37,36 @@ struct DevicePipeline::Impl {
     uint8_t* device = nullptr;
   };
   std::vector<SlotBuffers> slots;
-  // A submitted chunk, until the completion thread has seen its event.
+
+  // A chunk from its first part until it is decoded (every layer) or failed.
+  struct Chunk {
+    int slot = -1;              // its ring slot, from its first part
+    uint64_t bytes = 0;         // the whole chunk's size
+    std::vector<uint8_t> submitted, decoded;  // per layer
+    int64_t decoded_layers = 0;
+    int in_flight = 0;          // parts enqueued, not yet complete
+    int last_part = -1;         // the event of its latest part
+    bool failed = false;
+    bool reported = false;      // ChunkDone called
+    Status failure;
+    Clock::time_point first_submit;
+  };
+  // A submitted part, until the completion thread has seen its event (the part's index).
   struct InFlight {
+    int part;
     int chunk;
-    int slot;
+    int64_t layer_begin, layer_end;
     Status refused;  // set when its decode could not be enqueued (a header the plan refused)
-    Clock::time_point submitted;
   };
 
   std::mutex mu;
   std::condition_variable cv;
   std::vector<int> free_slots;
   std::deque<InFlight> in_flight;
-  std::vector<ChunkState> state;
-  std::vector<Status> failure;  // per chunk, when kFailed
-  int submitted = 0;
-  int last_submitted = -1;
+  std::vector<Chunk> chunks;
+  std::vector<int> layer_submitted;  // per layer: chunks that submitted it
+  std::vector<int> layer_last_part;  // per layer: the latest part covering it
+  int parts = 0;
   Clock::time_point last_completion;
   bool stop = false;
   std::thread completion;
@@ -63,8 +77,32 @@ struct DevicePipeline::Impl {
     }
     return Status::Ok();
   }
+  Status CheckLayer(int layer) const {
+    if (layer < 0 || layer >= layers) {
+      return Status::InvalidArgument("layer " + std::to_string(layer) + " of " + std::to_string(layers));
+    }
+    return Status::Ok();
+  }
+  bool ChunkDoneLocked(const Chunk& c) const { return c.failed || c.decoded_layers == layers; }
 
-  // Waits for each submitted chunk's event in order, takes its decode's result and frees its slot.
+  // Gives a slot back to the ring unless a chunk holds it (a chunk's slot goes back with the chunk).
+  void ReleaseLocked(int slot) {
+    for (const Chunk& c : chunks) {
+      if (c.slot == slot) return;
+    }
+    free_slots.push_back(slot);
+  }
+
+  // A chunk's slot goes back to the ring once nothing of it is in flight and it is decoded or failed.
+  void MaybeFreeSlotLocked(Chunk& c) {
+    if (c.slot >= 0 && c.in_flight == 0 && ChunkDoneLocked(c)) {
+      free_slots.push_back(c.slot);
+      c.slot = -1;
+    }
+  }
+
+  // Waits for each submitted part's event in order, takes its decode's result, marks its layers and
+  // reports each chunk once, when it is decoded or has failed.
   void Complete() {
     while (true) {
       InFlight f;
@@ -74,21 +112,44 @@ struct DevicePipeline::Impl {
         if (in_flight.empty()) return;
         f = in_flight.front();
       }
-      Status s = device->Wait(f.chunk);
-      if (s.ok()) s = f.refused.ok() ? device->DecodeStatus(f.slot) : f.refused;
+      Status s = device->Wait(f.part);
+      const int slot = [&] {
+        std::lock_guard lock(mu);
+        return chunks[f.chunk].slot;
+      }();
+      if (s.ok()) s = f.refused.ok() ? device->DecodeStatus(slot) : f.refused;
       if (!s.ok()) s = s.WithContext("chunk " + std::to_string(f.chunk));
       const auto now = Clock::now();
-      double decode_s;
+      bool report = false;
+      Status result;
+      double decode_s = 0;
       {
         std::lock_guard lock(mu);
-        decode_s = std::chrono::duration<double>(now - std::max(f.submitted, last_completion)).count();
+        Chunk& c = chunks[f.chunk];
+        --c.in_flight;
+        if (!s.ok() && !c.failed) {
+          c.failed = true;
+          c.failure = s;
+        }
+        if (s.ok()) {
+          for (int64_t l = f.layer_begin; l < f.layer_end; ++l) {
+            if (!c.decoded[l]) ++c.decoded_layers;
+            c.decoded[l] = 1;
+          }
+        }
+        if (ChunkDoneLocked(c) && !c.reported) {
+          report = c.in_flight == 0 || c.failed;
+          if (report) {
+            c.reported = true;
+            result = c.failed ? c.failure : Status::Ok();
+            decode_s = std::chrono::duration<double>(now - std::max(c.first_submit, last_completion)).count();
+          }
+        }
         last_completion = now;
-        free_slots.push_back(f.slot);
-        state[f.chunk] = s.ok() ? ChunkState::kDecoded : ChunkState::kFailed;
-        if (!s.ok()) failure[f.chunk] = s;
+        MaybeFreeSlotLocked(c);
       }
       cv.notify_all();
-      if (on_done) on_done(f.chunk, s, decode_s);
+      if (report && on_done) on_done(f.chunk, result, decode_s);
       {
         std::lock_guard lock(mu);
         in_flight.pop_front();  // after the callback: Finish returns once every chunk was reported
@@ -108,17 +169,16 @@ struct DevicePipeline::Impl {
   }
 
   Result<bool> ChunkReadyLocked(int chunk) const {
-    switch (state[chunk]) {
-      case ChunkState::kDecoded: return true;
-      case ChunkState::kFailed: return failure[chunk];
-      default: return false;
-    }
+    const Chunk& c = chunks[chunk];
+    if (c.failed) return c.failure;
+    return c.decoded_layers == layers;
   }
-  Result<bool> AllReadyLocked() const {
+  // Layer l of every chunk decoded; the first failed chunk's error.
+  Result<bool> LayerReadyLocked(int layer) const {
     bool all = true;
-    for (int c = 0; c < num_chunks; ++c) {
-      KVSTREAM_ASSIGN_OR_RETURN(bool ready, ChunkReadyLocked(c));
-      all = all && ready;
+    for (const Chunk& c : chunks) {
+      if (c.failed) return c.failure;
+      all = all && c.decoded[layer];
     }
     return all;
   }
@@ -132,7 +192,7 @@ DevicePipeline::~DevicePipeline() {
     impl_->stop = true;
   }
   impl_->cv.notify_all();
-  impl_->completion.join();  // after every in-flight chunk's event: nothing enqueued outlives the pipeline
+  impl_->completion.join();  // after every in-flight part's event: nothing enqueued outlives the pipeline
 }
 
 Result<std::unique_ptr<DevicePipeline>> DevicePipeline::Create(const DevicePipelineOptions& options,
@@ -164,6 +224,7 @@ Result<std::unique_ptr<DevicePipeline>> DevicePipeline::Create(const DevicePipel
   impl->device = std::move(device);
   impl->destination = destination;
   impl->num_chunks = num_chunks;
+  impl->layers = destination.layers;
   impl->on_done = std::move(on_done);
   impl->slots.resize(options.ring_slots);
   for (int s = 0; s < options.ring_slots; ++s) {
@@ -172,8 +233,13 @@ Result<std::unique_ptr<DevicePipeline>> DevicePipeline::Create(const DevicePipel
     impl->free_slots.push_back(options.ring_slots - 1 - s);  // slot 0 is taken first
   }
   KVSTREAM_RETURN_IF_ERROR(impl->device->ReserveEvents(num_chunks));
-  impl->state.assign(num_chunks, ChunkState::kWaiting);
-  impl->failure.resize(num_chunks);
+  impl->chunks.resize(num_chunks);
+  for (Impl::Chunk& c : impl->chunks) {
+    c.submitted.assign(static_cast<size_t>(impl->layers), 0);
+    c.decoded.assign(static_cast<size_t>(impl->layers), 0);
+  }
+  impl->layer_submitted.assign(static_cast<size_t>(impl->layers), 0);
+  impl->layer_last_part.assign(static_cast<size_t>(impl->layers), -1);
   impl->last_completion = Clock::now();
   Impl* raw = impl.get();
   impl->completion = std::thread([raw] { raw->Complete(); });
@@ -196,60 +262,111 @@ void DevicePipeline::Release(const Slot& slot) {
   {
     std::lock_guard lock(m.mu);
     if (slot.index < 0 || slot.index >= static_cast<int>(m.slots.size())) return;
-    m.free_slots.push_back(slot.index);
+    m.ReleaseLocked(slot.index);
   }
   m.cv.notify_all();
 }
 
 Status DevicePipeline::Submit(const Slot& slot, int chunk, size_t size, uint32_t crc32c) {
+  return SubmitPart(slot, chunk, size, 0, size, crc32c, 0, -1);
+}
+
+Status DevicePipeline::SubmitPart(const Slot& slot, int chunk, uint64_t chunk_bytes, uint64_t offset, size_t size,
+                                  uint32_t crc32c, int64_t layer_begin, int64_t layer_end) {
   Impl& m = *impl_;
   if (slot.index < 0 || slot.index >= static_cast<int>(m.slots.size())) {
     return Status::InvalidArgument("slot " + std::to_string(slot.index) + " is not one of the ring's");
   }
-  if (Status s = m.CheckChunk(chunk); !s.ok()) {
+  const std::string what = "chunk " + std::to_string(chunk);
+  if (layer_end < 0) layer_end = m.layers;
+  // A refusal before anything is enqueued: a first part gives its slot back, a later one leaves the
+  // chunk's slot with the chunk.
+  const auto refuse = [&](Status s) {
     Release(slot);
     return s;
+  };
+  if (Status s = m.CheckChunk(chunk); !s.ok()) return refuse(s);
+  if (chunk_bytes > m.options.max_chunk_bytes || offset > chunk_bytes || size > chunk_bytes - offset) {
+    return refuse(Status::InvalidArgument(what + ": bytes [" + std::to_string(offset) + ", " +
+                                          std::to_string(offset + size) + ") of a chunk of " + std::to_string(chunk_bytes) +
+                                          ", a slot holds " + std::to_string(m.options.max_chunk_bytes)));
   }
-  const std::string what = "chunk " + std::to_string(chunk);
-  if (size > m.options.max_chunk_bytes) {
-    Release(slot);
-    return Status::InvalidArgument(what + ": " + std::to_string(size) + " bytes, a slot holds " +
-                                   std::to_string(m.options.max_chunk_bytes));
+  if (layer_begin < 0 || layer_begin >= layer_end || layer_end > m.layers) {
+    return refuse(Status::InvalidArgument(what + ": layers [" + std::to_string(layer_begin) + ", " +
+                                          std::to_string(layer_end) + ") of " + std::to_string(m.layers)));
   }
   {
-    std::lock_guard lock(m.mu);
-    if (m.state[chunk] != ChunkState::kWaiting) {
-      m.free_slots.push_back(slot.index);
-      return Status::InvalidArgument(what + " was submitted already");
+    std::unique_lock lock(m.mu);
+    Impl::Chunk& c = m.chunks[chunk];
+    const auto refuse_locked = [&](Status s) {
+      m.ReleaseLocked(slot.index);
+      lock.unlock();
+      m.cv.notify_all();
+      return s;
+    };
+    const bool first = c.last_part < 0;
+    if (c.failed) return refuse_locked(c.failure);
+    for (int64_t l = layer_begin; l < layer_end; ++l) {
+      if (c.submitted[l]) return refuse_locked(Status::InvalidArgument(what + ": layer " + std::to_string(l) + " was submitted already"));
+    }
+    if (first && offset != 0) {
+      return refuse_locked(Status::InvalidArgument(what + ": its first part must hold its header (offset 0), got offset " +
+                                                   std::to_string(offset)));
+    }
+    if (!first && (c.slot != slot.index || c.bytes != chunk_bytes)) {
+      return refuse_locked(Status::InvalidArgument(what + ": a later part must come in the chunk's slot, with its size"));
     }
   }
   const Impl::SlotBuffers& b = m.slots[slot.index];
   // On the host, before the bytes are used: a bad payload is the receiver's to re-request.
-  const uint32_t crc = codec::Crc32c(b.staging, size);
+  const uint32_t crc = codec::Crc32c(b.staging + offset, size);
   if (crc != crc32c) {
-    Release(slot);
+    {
+      std::lock_guard lock(m.mu);
+      m.ReleaseLocked(slot.index);  // a first part's slot is free; a later part's stays with its chunk
+    }
+    m.cv.notify_all();
     char hex[64];
     std::snprintf(hex, sizeof hex, "stamped 0x%08x, computed 0x%08x", crc32c, crc);
     return Status::CorruptData(what + ": CRC32C mismatch (" + hex + ")");
   }
-  Status refused = m.device->CopyToDevice(b.device, b.staging, size);
+  int part;
+  {
+    std::lock_guard lock(m.mu);
+    Impl::Chunk& c = m.chunks[chunk];
+    if (c.slot < 0) {
+      c.slot = slot.index;
+      c.bytes = chunk_bytes;
+      c.first_submit = Clock::now();
+    }
+    part = m.parts++;
+  }
+  KVSTREAM_RETURN_IF_ERROR(m.device->ReserveEvents(part + 1));
+  Status refused = m.device->CopyToDevice(b.device + offset, b.staging + offset, size);
   if (refused.ok()) {
-    const GpuChunk gpu_chunk{b.device, size, b.staging, size};
+    GpuChunk gpu_chunk{b.device, chunk_bytes, b.staging, chunk_bytes};
+    gpu_chunk.layer_begin = layer_begin;
+    gpu_chunk.layer_end = layer_end;
     refused = m.device->Decode(slot.index, gpu_chunk, m.destination);
   }
   // The event is recorded even after a refusal: the slot stays busy until what was enqueued has run.
-  Status recorded = m.device->Record(chunk);
+  Status recorded = m.device->Record(part);
   {
     std::lock_guard lock(m.mu);
-    if (!recorded.ok()) {  // nothing will signal this slot: it stays out of the ring
-      m.state[chunk] = ChunkState::kFailed;
-      m.failure[chunk] = recorded;
-      return recorded.WithContext(what);
+    Impl::Chunk& c = m.chunks[chunk];
+    if (!recorded.ok()) {  // nothing will signal this part: the chunk fails and keeps its slot out of the ring
+      c.failed = true;
+      c.failure = recorded.WithContext(what);
+      return c.failure;
     }
-    m.state[chunk] = ChunkState::kSubmitted;
-    ++m.submitted;
-    m.last_submitted = chunk;
-    m.in_flight.push_back(Impl::InFlight{chunk, slot.index, refused, Clock::now()});
+    ++c.in_flight;
+    c.last_part = part;
+    for (int64_t l = layer_begin; l < layer_end; ++l) {
+      c.submitted[l] = 1;
+      ++m.layer_submitted[l];
+      m.layer_last_part[l] = part;
+    }
+    m.in_flight.push_back(Impl::InFlight{part, chunk, layer_begin, layer_end, refused});
   }
   m.cv.notify_all();
   return Status::Ok();  // a refusal is the chunk's result, reported with the others by the completion thread
@@ -264,59 +381,59 @@ Result<bool> DevicePipeline::ChunkReady(int chunk) {
 Status DevicePipeline::WaitChunk(int chunk) {
   Impl& m = *impl_;
   KVSTREAM_RETURN_IF_ERROR(m.CheckChunk(chunk));
-  KVSTREAM_RETURN_IF_ERROR(m.WaitFor(
-      [&] { return m.state[chunk] == ChunkState::kDecoded || m.state[chunk] == ChunkState::kFailed; },
-      "chunk " + std::to_string(chunk) + " was not decoded"));
+  KVSTREAM_RETURN_IF_ERROR(m.WaitFor([&] { return m.ChunkDoneLocked(m.chunks[chunk]); },
+                                     "chunk " + std::to_string(chunk) + " was not decoded"));
   std::lock_guard lock(m.mu);
   return m.ChunkReadyLocked(chunk).status();
 }
 
 Result<bool> DevicePipeline::LayerReady(int layer) {
-  if (layer < 0 || layer >= impl_->destination.layers) {
-    return Status::InvalidArgument("layer " + std::to_string(layer) + " of " + std::to_string(impl_->destination.layers));
-  }
+  KVSTREAM_RETURN_IF_ERROR(impl_->CheckLayer(layer));
   std::lock_guard lock(impl_->mu);
-  return impl_->AllReadyLocked();
+  return impl_->LayerReadyLocked(layer);
 }
 
 Status DevicePipeline::WaitLayer(int layer) {
   Impl& m = *impl_;
-  KVSTREAM_RETURN_IF_ERROR(LayerReady(layer).status());
+  KVSTREAM_RETURN_IF_ERROR(m.CheckLayer(layer));
   KVSTREAM_RETURN_IF_ERROR(m.WaitFor(
       [&] {
-        auto all = m.AllReadyLocked();
-        return !all.ok() || *all;
+        auto ready = m.LayerReadyLocked(layer);
+        return !ready.ok() || *ready;
       },
       "layer " + std::to_string(layer) + " was not decoded"));
   std::lock_guard lock(m.mu);
-  return m.AllReadyLocked().status();
+  return m.LayerReadyLocked(layer).status();
 }
 
 void* DevicePipeline::ChunkEvent(int chunk) {
   if (!impl_->CheckChunk(chunk).ok()) return nullptr;
+  int part;
   {
     std::lock_guard lock(impl_->mu);
-    if (impl_->state[chunk] == ChunkState::kWaiting) return nullptr;
+    const Impl::Chunk& c = impl_->chunks[chunk];
+    if (std::find(c.submitted.begin(), c.submitted.end(), 0) != c.submitted.end()) return nullptr;
+    part = c.last_part;  // the stream runs in order: after every part of the chunk
   }
-  return impl_->device->NativeEvent(chunk);
+  return impl_->device->NativeEvent(part);
 }
 
 void* DevicePipeline::LayerEvent(int layer) {
-  int last;
+  int part;
   {
     std::lock_guard lock(impl_->mu);
-    if (layer < 0 || layer >= impl_->destination.layers || impl_->submitted < impl_->num_chunks) return nullptr;
-    last = impl_->last_submitted;  // the stream runs in order: the last chunk's event follows every chunk
+    if (!impl_->CheckLayer(layer).ok() || impl_->layer_submitted[layer] < impl_->num_chunks) return nullptr;
+    part = impl_->layer_last_part[layer];  // after every chunk's part holding the layer
   }
-  return impl_->device->NativeEvent(last);
+  return impl_->device->NativeEvent(part);
 }
 
 Status DevicePipeline::Finish() {
   Impl& m = *impl_;
   KVSTREAM_RETURN_IF_ERROR(m.WaitFor([&] { return m.in_flight.empty(); }, "the submitted chunks were not decoded"));
   std::lock_guard lock(m.mu);
-  for (int c = 0; c < m.num_chunks; ++c) {
-    if (m.state[c] == ChunkState::kFailed) return m.failure[c];
+  for (const Impl::Chunk& c : m.chunks) {
+    if (c.failed) return c.failure;
   }
   return Status::Ok();
 }

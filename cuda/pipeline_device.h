@@ -6,8 +6,8 @@
 //
 // Thread-safety: the enqueueing calls (ReserveSlot, CopyToDevice, Decode, Record, ReserveEvents) come
 // from one thread at a time; Done, Wait, NativeEvent and DecodeStatus may be called from another thread
-// concurrently with them (the pipeline's completion thread), DecodeStatus(slot) only once an event
-// recorded after that slot's decode is done and before the slot decodes again.
+// concurrently with them (the pipeline's completion thread), DecodeStatus(slot) once for each decode of
+// the slot, after an event recorded after it is done.
 #pragma once
 
 #include <cstddef>
@@ -38,7 +38,8 @@ class PipelineDevice {
   // there), `device` in memory() (the decoder reads there). Grow-only and kept for the device's life; a
   // Reserve that grows a slot invalidates its previous pointers. The slot must be idle.
   virtual Status ReserveSlot(int slot, size_t bytes, uint8_t** staging, uint8_t** device) = 0;
-  // Events 0 .. count-1, all not yet recorded (a new context's readiness).
+  // Events 0 .. count-1 exist (grow-only). Recording an event makes it pending until the stream reaches
+  // it, as cudaEventRecord does; Done and Wait are only asked of recorded events.
   virtual Status ReserveEvents(int count) = 0;
 
   // Stream-ordered, asynchronous: each runs after everything enqueued before it.
@@ -51,6 +52,8 @@ class PipelineDevice {
   virtual Result<bool> Done(int event) = 0;
   virtual Status Wait(int event) = 0;
   virtual void* NativeEvent(int event) = 0;  // the cudaEvent_t, or null on the host implementation
+  // The result of slot `slot`'s oldest decode not reported yet (several may be pending on a slot: the
+  // parts of its chunk), once an event recorded after it is done.
   virtual Status DecodeStatus(int slot) = 0;
 };
 

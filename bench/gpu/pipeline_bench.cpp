@@ -56,7 +56,7 @@ std::vector<uint64_t> ChunkSizes(const GpuChunkSet& set) {
 struct Part {
   size_t chunk;
   int64_t layer_begin, layer_end;
-  uint64_t bytes;
+  uint64_t offset, bytes;  // within the chunk
 };
 
 // The default order: every chunk whole, in order. Layer-major: the context's layers in `groups` groups,
@@ -70,7 +70,7 @@ Result<std::vector<Part>> SendOrder(const GpuChunkSet& set, bool layer_major, in
     infos.push_back(std::move(info));
   }
   if (!layer_major) {
-    for (size_t c = 0; c < infos.size(); ++c) parts.push_back({c, 0, infos[c].layers, set.chunks[c].size()});
+    for (size_t c = 0; c < infos.size(); ++c) parts.push_back({c, 0, infos[c].layers, 0, set.chunks[c].size()});
     return parts;
   }
   for (int g = 0; g < groups; ++g) {
@@ -78,9 +78,9 @@ Result<std::vector<Part>> SendOrder(const GpuChunkSet& set, bool layer_major, in
       const ChunkInfo& info = infos[c];
       const int64_t begin = info.layers * g / groups, end = info.layers * (g + 1) / groups;
       if (begin == end) continue;
-      uint64_t bytes = g == 0 ? info.segments[0].offset : 0;
-      for (int64_t s = 2 * begin; s < 2 * end; ++s) bytes += info.segments[static_cast<size_t>(s)].size;
-      parts.push_back({c, begin, end, bytes});
+      const uint64_t from = g == 0 ? 0 : info.segments[static_cast<size_t>(2 * begin)].offset;
+      const SegmentInfo& last = info.segments[static_cast<size_t>(2 * end - 1)];
+      parts.push_back({c, begin, end, from, last.offset + last.size - from});
     }
   }
   return parts;
@@ -188,10 +188,11 @@ Status Cuda(cudaError_t e, const char* what) {
   return Status::Internal(std::string("bench pipeline: ") + what + ": " + cudaGetErrorString(e));
 }
 
-// The device pipeline: each payload copied into a pinned ring slot while it is "on the wire", submitted
-// when its last byte has arrived (the CRC check, the copy to the GPU and the decode follow on the stream).
+// The device pipeline: each part copied into its chunk's pinned ring slot while it is "on the wire",
+// submitted when its last byte has arrived (the CRC check, the copy to the GPU and the decode follow on
+// the stream). Layer-major parts hold a slot per chunk from its first part on: the ring has one per chunk.
 Result<Measured> RunCuda(const GpuChunkSet& set, std::shared_ptr<cuda::PipelineDevice> device, double gbps,
-                         int ring_slots, cudaStream_t stream) {
+                         int ring_slots, cudaStream_t stream, const std::vector<Part>& parts) {
   KVSTREAM_ASSIGN_OR_RETURN(SetShape s, ShapeOf(set));
   const size_t output = 2 * s.plane_bytes();
   void* kv = nullptr;
@@ -203,15 +204,14 @@ Result<Measured> RunCuda(const GpuChunkSet& set, std::shared_ptr<cuda::PipelineD
   TensorView v = TensorView::Dense(base + output / 4, DType::kF16, s.layers, s.tokens, s.channels);
   k.device = v.device = Device::kCuda;
   KVSTREAM_ASSIGN_OR_RETURN(KvDestination d, KvDestination::Contiguous(k, v, 1));
-  std::vector<uint32_t> crcs;
+  const bool layer_major = parts.size() > set.chunks.size();
   DevicePipelineOptions po;
-  po.ring_slots = ring_slots;
+  po.ring_slots = layer_major ? std::max<int>(ring_slots, static_cast<int>(set.chunks.size())) : ring_slots;
   po.wait_timeout_ms = 60000;
   po.max_chunk_bytes = 1;
-  for (const auto& c : set.chunks) {
-    crcs.push_back(codec::Crc32c(c.data(), c.size()));
-    po.max_chunk_bytes = std::max<uint64_t>(po.max_chunk_bytes, c.size());
-  }
+  for (const auto& c : set.chunks) po.max_chunk_bytes = std::max<uint64_t>(po.max_chunk_bytes, c.size());
+  std::vector<uint32_t> crcs;
+  for (const Part& p : parts) crcs.push_back(codec::Crc32c(set.chunks[p.chunk].data() + p.offset, p.bytes));
   Measured m;
   std::mutex mu;
   Clock::time_point last_done;
@@ -226,20 +226,42 @@ Result<Measured> RunCuda(const GpuChunkSet& set, std::shared_ptr<cuda::PipelineD
                                                    }));
   const auto start = Clock::now();
   last_done = start;
-  const auto arrivals = Arrivals(ChunkSizes(set), gbps);
-  for (size_t i = 0; i < set.chunks.size(); ++i) {
-    KVSTREAM_ASSIGN_OR_RETURN(DevicePipeline::Slot slot, pipeline->Acquire());
-    std::memcpy(slot.data, set.chunks[i].data(), set.chunks[i].size());
+  // Layer 0 of every chunk: a watcher, so that the source never waits for the device.
+  Status layer0;
+  std::thread watcher([&] {
+    layer0 = pipeline->WaitLayer(0);
+    m.first_layer_s = Since(start, Clock::now());
+  });
+  std::vector<uint64_t> sizes;
+  for (const Part& p : parts) sizes.push_back(p.bytes);
+  const auto arrivals = Arrivals(sizes, gbps);
+  std::vector<DevicePipeline::Slot> slots(set.chunks.size());
+  Status sent;
+  for (size_t i = 0; i < parts.size() && sent.ok(); ++i) {
+    const Part& p = parts[i];
+    if (p.layer_begin == 0) {
+      auto slot = pipeline->Acquire();
+      if (!slot.ok()) {
+        sent = slot.status();
+        break;
+      }
+      slots[p.chunk] = *slot;
+    }
+    std::memcpy(slots[p.chunk].data + p.offset, set.chunks[p.chunk].data() + p.offset, p.bytes);
     std::this_thread::sleep_until(start + arrivals[i]);
     m.last_byte_s = Since(start, std::max(Clock::now(), start + arrivals[i]));
-    KVSTREAM_RETURN_IF_ERROR(pipeline->Submit(slot, static_cast<int>(i), set.chunks[i].size(), crcs[i]));
+    sent = pipeline->SubmitPart(slots[p.chunk], static_cast<int>(p.chunk), set.chunks[p.chunk].size(), p.offset, p.bytes,
+                                crcs[i], p.layer_begin, p.layer_end);
   }
-  KVSTREAM_RETURN_IF_ERROR(pipeline->Finish());
+  const Status finished = pipeline->Finish();
+  watcher.join();
+  KVSTREAM_RETURN_IF_ERROR(sent);
+  KVSTREAM_RETURN_IF_ERROR(finished);
+  KVSTREAM_RETURN_IF_ERROR(layer0);
   {
     std::lock_guard lock(mu);
     KVSTREAM_RETURN_IF_ERROR(failure);
     m.kv_ready_s = Since(start, last_done);
-    m.first_layer_s = m.kv_ready_s;  // the default order: every chunk carries every layer
   }
   pipeline.reset();
   std::vector<uint8_t> back(output);
@@ -313,7 +335,7 @@ Status RunPipelineBench(const PipelineBenchOptions& options, const std::string& 
     std::printf("# %s  %s\n# CPU: %s (%u cores), cpu rows on %d decode threads; GPU: %s, ring of %d slots\n", date,
                 command.c_str(), CpuModel().c_str(), cores, options.cpu_threads, gpu.c_str(), options.ring_slots);
     std::printf("# median of %d runs; orders: default (every chunk whole: layer 0 ready with the KV) and layer-major\n"
-                "# (%d layer groups, group g of every chunk before group g+1; cpu rows only so far)\n",
+                "# (%d layer groups, group g of every chunk before group g+1)\n",
                 options.repetitions, options.layer_groups);
     std::printf("%-6s %-8s %-11s %-28s %6s %9s %6s %10s %10s %12s %10s %7s %8s %s\n", "device", "path", "order", "method",
                 "tokens", "MiB", "Gbit/s", "KV ms", "layer 0 ms", "last byte ms", "decode ms", "tail %", "vs int8",
@@ -322,8 +344,6 @@ Status RunPipelineBench(const PipelineBenchOptions& options, const std::string& 
   Status status;
   for (const std::string& dev : options.devices) {
     for (const std::string& order : options.orders) {
-      // The device pipeline takes whole chunks so far: its layer-major rows await part submission.
-      if (dev == "cuda" && order == "layer-major") continue;
       for (double gbps : options.link_gbps) {
         std::map<int64_t, double> int8_ready;  // per token count: int8's KV-ready, for the ratio column
         for (int pass = 0; pass < 2; ++pass) {  // int8 first, so that every row can be compared with it
@@ -336,7 +356,7 @@ Status RunPipelineBench(const PipelineBenchOptions& options, const std::string& 
               Result<Measured> m = Status::Unsupported("no device");
               if (dev == "cpu") m = RunCpu(set, profile.get(), gbps, options.cpu_threads, parts);
 #if KVSTREAM_HAS_CUDA
-              if (dev == "cuda") m = RunCuda(set, device, gbps, options.ring_slots, stream);
+              if (dev == "cuda") m = RunCuda(set, device, gbps, options.ring_slots, stream, parts);
 #endif
               if (!m.ok()) return m.status().WithContext("bench pipeline: " + dev + " " + set.name);
               if (r >= 0) runs.push_back(*m);

@@ -19,7 +19,8 @@ struct PipelineBenchOptions {
   int ring_slots = 4;    // the device pipeline's ring
   int repetitions = 3;   // runs per row, the median KV-ready reported
   // Send orders: "default" (chunks whole, in order) and "layer-major" (the context's layers in
-  // `layer_groups` groups, group g of every chunk before group g + 1; cpu rows only so far).
+  // `layer_groups` groups, group g of every chunk before group g + 1; the device pipeline then holds a
+  // ring slot per chunk).
   std::vector<std::string> orders = {"default", "layer-major"};
   int layer_groups = 8;
   bool json = false;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -44,7 +45,7 @@ class HostPipelineDevice final : public PipelineDevice {
   }
   Status ReserveEvents(int count) override {
     std::lock_guard lock(mu_);
-    events_.assign(count, false);
+    if (events_.size() < static_cast<size_t>(count)) events_.resize(static_cast<size_t>(count), false);
     return Status::Ok();
   }
 
@@ -61,15 +62,24 @@ class HostPipelineDevice final : public PipelineDevice {
     GpuChunk on_device = chunk;
     on_device.host_header = chunk.bytes;
     on_device.host_header_size = chunk.size;
-    Enqueue([this, slot, on_device, destination] {
+    auto result = std::make_shared<Status>();
+    {
+      std::lock_guard lock(mu_);
+      slots_[slot].results.push_back(result);
+    }
+    Enqueue([this, result, on_device, destination] {
       Status s = DecodeChunksOnHost({on_device}, profile_.get(), destination, options_.limits);
       std::lock_guard lock(mu_);
-      slots_[slot].status = std::move(s);
+      *result = std::move(s);
     });
     return Status::Ok();
   }
   Status Record(int event) override {
     KVSTREAM_RETURN_IF_ERROR(CheckEvent(event));
+    {
+      std::lock_guard lock(mu_);
+      events_[event] = false;  // pending until the stream reaches it
+    }
     Enqueue([this, event] {
       std::lock_guard lock(mu_);
       events_[event] = true;
@@ -92,13 +102,17 @@ class HostPipelineDevice final : public PipelineDevice {
   Status DecodeStatus(int slot) override {
     std::lock_guard lock(mu_);
     if (slot < 0 || static_cast<size_t>(slot) >= slots_.size()) return Status::InvalidArgument("ring slot " + std::to_string(slot));
-    return slots_[slot].status;
+    auto& results = slots_[slot].results;
+    if (results.empty()) return Status::Internal("ring slot " + std::to_string(slot) + ": no decode to report");
+    Status s = *results.front();
+    results.pop_front();
+    return s;
   }
 
  private:
   struct Slot {
     std::vector<uint8_t> staging, device;
-    Status status;
+    std::deque<std::shared_ptr<Status>> results;  // its decodes' results, oldest first
   };
 
   Status CheckEvent(int event) {

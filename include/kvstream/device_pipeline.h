@@ -10,8 +10,9 @@
 // submission order, to the ChunkDone callback.
 //
 // Readiness: each chunk has an event (ChunkEvent, a cudaEvent_t) and each layer too (LayerEvent): an
-// engine makes its stream wait on layer l's event before attention on layer l. In the default send order
-// every chunk carries all layers, so every layer is ready with the last chunk.
+// engine makes its stream wait on layer l's event before attention on layer l. When chunks come whole,
+// every layer is ready with the last chunk; when they come in parts, layers first (SubmitPart), layer l
+// is ready once every chunk's part holding it is decoded.
 //
 // Contract: the destination, and the profile, must outlive the pipeline. Acquire/Submit/Release are called
 // from one thread at a time; the readiness calls from any thread. The destructor waits for everything it
@@ -46,8 +47,9 @@ struct DevicePipelineOptions {
 
 class DevicePipeline {
  public:
-  // A chunk's decode finished (status Ok) or failed; decode_s: from its Submit (or the previous chunk's
-  // completion, whichever is later) to its completion, as the host saw it.
+  // A chunk's decode finished, every layer (status Ok), or failed; called once per chunk. decode_s: from
+  // its first Submit (or the previous completion, whichever is later) to its completion, as the host saw
+  // it.
   using ChunkDone = std::function<void(int chunk, const Status& status, double decode_s)>;
 
   // On the current CUDA device, on `stream`, with `profile`'s tables uploaded (null: chunks carry their
@@ -79,7 +81,17 @@ class DevicePipeline {
   // kInvalidArgument for a chunk outside the context, one submitted already, or a size over the slot's.
   // Submit always takes the slot: after an error it is free again.
   Status Submit(const Slot& slot, int chunk, size_t size, uint32_t crc32c);
-  // Gives a slot back unused (a cancelled or failed receive).
+  // Part of a chunk (layer-major sending): its layers [layer_begin, layer_end) (-1: through the last),
+  // whose bytes [offset, offset + size) of the chunk's `chunk_bytes` arrived in the chunk's slot at the
+  // same offsets, with CRC32C `crc32c` over them. A chunk's first part holds its header (offset 0) and
+  // takes a slot from Acquire; its later parts come in that slot (the chunk's segments are in layer order,
+  // so each part is one byte range). Their decodes are enqueued as they arrive, the layers ready as they
+  // are decoded; the slot returns to the ring when every layer of the chunk is decoded (or it failed:
+  // then nothing more may be received into it). CRC mismatch: kCorruptData, re-request the part (a first
+  // part's slot is free again). Submit is the one-part form: the whole chunk, every layer.
+  Status SubmitPart(const Slot& slot, int chunk, uint64_t chunk_bytes, uint64_t offset, size_t size, uint32_t crc32c,
+                    int64_t layer_begin, int64_t layer_end);
+  // Gives a slot back unused (a cancelled or failed receive of a chunk's first part).
   void Release(const Slot& slot);
 
   // Readiness. Ready: the chunk (layer) is decoded, or its decode failed (the error).
@@ -87,8 +99,9 @@ class DevicePipeline {
   Status WaitChunk(int chunk);
   Result<bool> LayerReady(int layer);
   Status WaitLayer(int layer);
-  // The CUDA events, recorded on the stream after the chunk's (layer's) decode; null until then, and
-  // always null on the host test device. Valid while the pipeline lives.
+  // The CUDA events, recorded on the stream after the chunk's (layer's) decode; null until every part of
+  // the chunk (every chunk's part holding the layer) is submitted, and always null on the host test
+  // device. Valid while the pipeline lives.
   void* ChunkEvent(int chunk);
   void* LayerEvent(int layer);
 

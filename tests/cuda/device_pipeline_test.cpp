@@ -13,6 +13,7 @@
 #include "cuda/testing/host_pipeline_device.h"
 #include "kvstream/codec.h"
 #include "kvstream/device_pipeline.h"
+#include "tests/codec/golden_chunks.h"
 #include "tests/codec/kv_fixture.h"
 #include "tests/cuda/layouts.h"
 
@@ -213,6 +214,119 @@ TEST(DevicePipeline, ADamagedChunkWithAGoodCrcFailsAloneAndTheOthersAreWritten) 
       }
     }
   }
+}
+
+// Layers [begin, end) of a chunk as one byte range (its first part from 0: the header too).
+struct PartRange {
+  uint64_t offset, size;
+};
+PartRange RangeOf(const std::vector<uint8_t>& chunk, int64_t begin, int64_t end) {
+  const ChunkInfo info = InspectChunk(chunk.data(), chunk.size()).value();
+  const uint64_t from = begin == 0 ? 0 : info.segments[static_cast<size_t>(2 * begin)].offset;
+  const SegmentInfo& last = info.segments[static_cast<size_t>(2 * end - 1)];
+  return {from, last.offset + last.size - from};
+}
+
+Status FeedPart(DevicePipeline& p, const DevicePipeline::Slot& slot, int chunk, const std::vector<uint8_t>& bytes,
+                int64_t begin, int64_t end) {
+  const PartRange r = RangeOf(bytes, begin, end);
+  std::memcpy(slot.data + r.offset, bytes.data() + r.offset, r.size);
+  return p.SubmitPart(slot, chunk, bytes.size(), r.offset, r.size, codec::Crc32c(bytes.data() + r.offset, r.size), begin, end);
+}
+
+TEST(DevicePipeline, LayerMajorPartsMakeLayersReadyFirstLayersFirst) {
+  for (Level level : {kLevelInt8, Level{3}}) {
+    SCOPED_TRACE(LevelName(level));
+    const auto chunks = Chunks(level);
+    const int64_t L = Kv().cache.layers;
+    testing::Layout expected = testing::MakeLayout("paged", DType::kF16, ContextInfo(), 1);
+    testing::Layout got = testing::MakeLayout("paged", DType::kF16, ContextInfo(), 1);
+    for (const auto& c : chunks) ASSERT_TRUE(DecodeChunkInto(c.data(), c.size(), {}, expected.destination).ok());
+    Done done;
+    auto p = DevicePipeline::Create({}, HostDevice(), got.destination, 4, Record(done));
+    ASSERT_TRUE(p.ok());
+    // Layer 0 of every chunk first, then the rest of each chunk.
+    std::vector<DevicePipeline::Slot> slots;
+    for (int c = 0; c < 4; ++c) {
+      auto slot = (*p)->Acquire();
+      ASSERT_TRUE(slot.ok());
+      slots.push_back(*slot);
+      ASSERT_TRUE(FeedPart(**p, *slot, c, chunks[c], 0, 1).ok());
+    }
+    ASSERT_TRUE((*p)->WaitLayer(0).ok());
+    EXPECT_TRUE(*(*p)->LayerReady(0));
+    EXPECT_FALSE(*(*p)->LayerReady(L - 1));
+    EXPECT_FALSE(*(*p)->ChunkReady(0));
+    {
+      std::lock_guard lock(done.mu);
+      EXPECT_TRUE(done.order.empty());  // no chunk is whole yet
+    }
+    for (int c = 0; c < 4; ++c) ASSERT_TRUE(FeedPart(**p, slots[c], c, chunks[c], 1, L).ok());
+    ASSERT_TRUE((*p)->Finish().ok());
+    for (int64_t l = 0; l < L; ++l) EXPECT_TRUE(*(*p)->LayerReady(static_cast<int>(l)));
+    EXPECT_EQ(got.storage, expected.storage);
+    std::lock_guard lock(done.mu);
+    EXPECT_EQ(done.order.size(), 4u);  // once per chunk
+  }
+}
+
+TEST(DevicePipeline, PartsOfEveryGoldenKindDecodeAsTheWholeChunk) {
+  for (const char* name : testing::kKvGoldenChunks) {
+    SCOPED_TRACE(name);
+    const testing::Golden g = testing::LoadGolden(name);
+    testing::Layout expected = testing::MakeLayout("contiguous", DType::kF16, g.info, testing::HeadsOf(g.info));
+    testing::Layout got = testing::MakeLayout("contiguous", DType::kF16, g.info, testing::HeadsOf(g.info));
+    DecodeOptions options;
+    options.profile = g.profile ? &*g.profile : nullptr;
+    ASSERT_TRUE(DecodeChunkInto(g.bytes.data(), g.bytes.size(), options, expected.destination).ok());
+    std::shared_ptr<const Profile> profile;
+    if (g.profile) profile = std::make_shared<const Profile>(*g.profile);
+    auto p = DevicePipeline::Create({}, cuda::testing::MakeHostPipelineDevice(profile), got.destination, 1);
+    ASSERT_TRUE(p.ok());
+    auto slot = (*p)->Acquire();
+    ASSERT_TRUE(slot.ok());
+    const int64_t L = g.info.layers;
+    for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 2}, {2, 3}, {3, L}}) {
+      ASSERT_TRUE(FeedPart(**p, *slot, 0, g.bytes, begin, end).ok()) << begin;
+    }
+    ASSERT_TRUE((*p)->Finish().ok());
+    EXPECT_EQ(got.storage, expected.storage);
+  }
+}
+
+TEST(DevicePipeline, PartsOutOfTurnAreRefusedAndABadPartIsRerequested) {
+  const auto chunks = Chunks(Level{2});
+  const int64_t L = Kv().cache.layers;
+  testing::Layout got = testing::MakeLayout("contiguous", DType::kF16, ContextInfo(), 1);
+  testing::Layout expected = testing::MakeLayout("contiguous", DType::kF16, ContextInfo(), 1);
+  for (const auto& c : chunks) ASSERT_TRUE(DecodeChunkInto(c.data(), c.size(), {}, expected.destination).ok());
+  DevicePipelineOptions options;
+  options.ring_slots = 2;
+  auto p = DevicePipeline::Create(options, HostDevice(), got.destination, 4);
+  ASSERT_TRUE(p.ok());
+  auto a = (*p)->Acquire();
+  ASSERT_TRUE(a.ok());
+  // A first part without the header.
+  EXPECT_EQ(FeedPart(**p, *a, 0, chunks[0], 1, L).code(), StatusCode::kInvalidArgument);
+  a = (*p)->Acquire();  // given back
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(FeedPart(**p, *a, 0, chunks[0], 0, 1).ok());
+  // A later part in another slot, and a layer twice.
+  auto b = (*p)->Acquire();
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(FeedPart(**p, *b, 0, chunks[0], 1, L).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(FeedPart(**p, *a, 0, chunks[0], 0, 1).code(), StatusCode::kInvalidArgument);
+  // A later part damaged on the wire: refused, then accepted again into the chunk's slot.
+  const PartRange r = RangeOf(chunks[0], 1, L);
+  std::memcpy(a->data + r.offset, chunks[0].data() + r.offset, r.size);
+  a->data[r.offset + r.size / 2] ^= 1;
+  EXPECT_EQ((*p)->SubmitPart(*a, 0, chunks[0].size(), r.offset, r.size, codec::Crc32c(chunks[0].data() + r.offset, r.size), 1, L)
+                .code(),
+            StatusCode::kCorruptData);
+  ASSERT_TRUE(FeedPart(**p, *a, 0, chunks[0], 1, L).ok());
+  for (int c = 1; c < 4; ++c) ASSERT_TRUE(Feed(**p, c, chunks[c]).ok());
+  ASSERT_TRUE((*p)->Finish().ok());
+  EXPECT_EQ(got.storage, expected.storage);
 }
 
 TEST(DevicePipeline, ARefusedHeaderIsTheChunksResultAndFreesItsSlot) {
