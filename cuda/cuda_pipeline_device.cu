@@ -8,19 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_memory.h"
 #include "cuda/pipeline_device.h"
 
 namespace kvstream::cuda {
 namespace {
-
-Status CudaError(cudaError_t e, const char* call) {
-  return Status::Internal(std::string("CUDA: ") + call + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
-#define KVSTREAM_CUDA_CALL(call)                                        \
-  do {                                                                  \
-    const cudaError_t kvstream_e = (call);                              \
-    if (kvstream_e != cudaSuccess) return CudaError(kvstream_e, #call); \
-  } while (0)
 
 class CudaPipelineDevice final : public PipelineDevice {
  public:
@@ -28,17 +20,13 @@ class CudaPipelineDevice final : public PipelineDevice {
       : profile_(std::move(profile)), stream_(stream), limits_(limits) {}
   ~CudaPipelineDevice() override {
     cudaStreamSynchronize(stream_);  // nothing enqueued may outlive the buffers it uses
-    for (Slot& s : slots_) {
-      if (s.staging) cudaFreeHost(s.staging);
-      if (s.device) cudaFree(s.device);
-    }
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
   }
 
   Status Init() {
-    KVSTREAM_CUDA_CALL(cudaGetDevice(&ordinal_));
+    KVSTREAM_CUDA(cudaGetDevice(&ordinal_));
     cudaDeviceProp prop{};
-    KVSTREAM_CUDA_CALL(cudaGetDeviceProperties(&prop, ordinal_));
+    KVSTREAM_CUDA(cudaGetDeviceProperties(&prop, ordinal_));
     name_ = "cuda:" + std::to_string(ordinal_) + " " + prop.name;
     if (profile_) {
       KVSTREAM_ASSIGN_OR_RETURN(DeviceProfile uploaded, DeviceProfile::Upload(*profile_));
@@ -63,31 +51,24 @@ class CudaPipelineDevice final : public PipelineDevice {
       slots_.push_back(std::move(made));
     }
     Slot& s = slots_[slot];
-    if (s.capacity < bytes) {
-      if (s.staging) cudaFreeHost(s.staging);
-      if (s.device) cudaFree(s.device);
-      s.staging = s.device = nullptr;
-      s.capacity = 0;
-      KVSTREAM_CUDA_CALL(cudaMallocHost(reinterpret_cast<void**>(&s.staging), bytes));
-      KVSTREAM_CUDA_CALL(cudaMalloc(reinterpret_cast<void**>(&s.device), bytes));
-      s.capacity = bytes;
-    }
-    *staging = s.staging;
-    *device = s.device;
+    KVSTREAM_RETURN_IF_ERROR(s.staging.Reserve(bytes));
+    KVSTREAM_RETURN_IF_ERROR(s.device.Reserve(bytes));
+    *staging = s.staging.get();
+    *device = s.device.get();
     return Status::Ok();
   }
   Status ReserveEvents(int count) override {
     std::lock_guard lock(mu_);
     while (events_.size() < static_cast<size_t>(count)) {
       cudaEvent_t e = nullptr;
-      KVSTREAM_CUDA_CALL(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      KVSTREAM_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       events_.push_back(e);
     }
     return Status::Ok();
   }
 
   Status CopyToDevice(uint8_t* device, const uint8_t* staging, size_t bytes) override {
-    KVSTREAM_CUDA_CALL(cudaMemcpyAsync(device, staging, bytes, cudaMemcpyHostToDevice, stream_));
+    KVSTREAM_CUDA(cudaMemcpyAsync(device, staging, bytes, cudaMemcpyHostToDevice, stream_));
     return Status::Ok();
   }
   Status Decode(int slot, const GpuChunk& chunk, const KvDestination& destination) override {
@@ -109,7 +90,7 @@ class CudaPipelineDevice final : public PipelineDevice {
   }
   Status Record(int event) override {
     KVSTREAM_ASSIGN_OR_RETURN(cudaEvent_t e, Event(event));
-    KVSTREAM_CUDA_CALL(cudaEventRecord(e, stream_));
+    KVSTREAM_CUDA(cudaEventRecord(e, stream_));
     return Status::Ok();
   }
 
@@ -117,12 +98,12 @@ class CudaPipelineDevice final : public PipelineDevice {
     KVSTREAM_ASSIGN_OR_RETURN(cudaEvent_t e, Event(event));
     const cudaError_t r = cudaEventQuery(e);
     if (r == cudaErrorNotReady) return false;
-    KVSTREAM_CUDA_CALL(r);
+    KVSTREAM_CUDA(r);
     return true;
   }
   Status Wait(int event) override {
     KVSTREAM_ASSIGN_OR_RETURN(cudaEvent_t e, Event(event));
-    KVSTREAM_CUDA_CALL(cudaEventSynchronize(e));
+    KVSTREAM_CUDA(cudaEventSynchronize(e));
     return Status::Ok();
   }
   void* NativeEvent(int event) override {
@@ -145,9 +126,8 @@ class CudaPipelineDevice final : public PipelineDevice {
  private:
   static constexpr int kDecodersPerSlot = 4;
   struct Slot {
-    uint8_t* staging = nullptr;
-    uint8_t* device = nullptr;
-    size_t capacity = 0;
+    PinnedBuffer staging;
+    DeviceBuffer device;
     std::vector<GpuDecoder> decoders;
     size_t next = 0;                // the decoder the next part takes
     std::deque<size_t> pending;     // decoders with a decode not reported yet, oldest first

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_memory.h"
 #include "cuda/decode_plan.h"
 #include "cuda/kernels/block_executor.h"
 #include "cuda/kernels/entropy_kernel.h"
@@ -17,48 +18,16 @@
 namespace kvstream {
 namespace {
 
-Status CudaError(cudaError_t e, const char* call) {
-  return Status::Internal(std::string("CUDA: ") + call + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+using cuda::DeviceBuffer;
+using cuda::PinnedBuffer;
+
+// Copies a host array into a device buffer (one byte more, so that an empty array has an address).
+template <typename T>
+Status UploadArray(DeviceBuffer& buffer, const std::vector<T>& v) {
+  KVSTREAM_RETURN_IF_ERROR(buffer.Reserve(v.size() * sizeof(T) + 1));
+  KVSTREAM_CUDA(cudaMemcpy(buffer.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return Status::Ok();
 }
-#define KVSTREAM_CUDA(call)                                  \
-  do {                                                       \
-    const cudaError_t kvstream_e = (call);                   \
-    if (kvstream_e != cudaSuccess) return CudaError(kvstream_e, #call); \
-  } while (0)
-
-// A device allocation that grows, never shrinks, and frees itself.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : data_(o.data_), size_(o.size_) { o.data_ = nullptr, o.size_ = 0; }
-  ~DeviceBuffer() {
-    if (data_) cudaFree(data_);
-  }
-  Status Reserve(size_t size) {
-    if (size <= size_) return Status::Ok();
-    if (data_) cudaFree(data_);
-    data_ = nullptr;
-    size_ = 0;
-    KVSTREAM_CUDA(cudaMalloc(&data_, size));
-    size_ = size;
-    return Status::Ok();
-  }
-  template <typename T>
-  Status Upload(const std::vector<T>& v) {
-    KVSTREAM_RETURN_IF_ERROR(Reserve(v.size() * sizeof(T) + 1));
-    KVSTREAM_CUDA(cudaMemcpy(data_, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-    return Status::Ok();
-  }
-  template <typename T = uint8_t>
-  T* get() const { return static_cast<T*>(data_); }
-  size_t size() const { return size_; }
-
- private:
-  void* data_ = nullptr;
-  size_t size_ = 0;
-};
 
 __global__ void FrameLaunch(cuda::DecodeArgs a) {
   cuda::DeviceBlock x;
@@ -141,22 +110,22 @@ size_t DeviceProfile::device_bytes() const {
 Result<DeviceProfile> DeviceProfile::Upload(const Profile& profile) {
   KVSTREAM_ASSIGN_OR_RETURN(cuda::ProfileImage image, cuda::MakeProfileImage(profile));
   std::unique_ptr<Impl> impl(new Impl{profile});
-  KVSTREAM_RETURN_IF_ERROR(impl->means.Upload(image.means));
-  KVSTREAM_RETURN_IF_ERROR(impl->steps.Upload(image.steps));
-  KVSTREAM_RETURN_IF_ERROR(impl->slots.Upload(image.slots));
-  KVSTREAM_RETURN_IF_ERROR(impl->channel_table.Upload(image.channel_table));
-  KVSTREAM_RETURN_IF_ERROR(impl->transform_means.Upload(image.transform_means));
-  KVSTREAM_RETURN_IF_ERROR(impl->transform_steps.Upload(image.transform_steps));
-  KVSTREAM_RETURN_IF_ERROR(impl->bases.Upload(image.bases));
-  KVSTREAM_RETURN_IF_ERROR(impl->transform_kept.Upload(image.transform_kept));
-  KVSTREAM_RETURN_IF_ERROR(impl->transform_table.Upload(image.transform_table));
-  KVSTREAM_RETURN_IF_ERROR(impl->input_scales.Upload(image.input_scales));
-  KVSTREAM_RETURN_IF_ERROR(impl->bias.Upload(image.bias));
-  KVSTREAM_RETURN_IF_ERROR(impl->predictor.Upload(image.predictor));
-  KVSTREAM_RETURN_IF_ERROR(impl->predictor_scales.Upload(image.predictor_scales));
-  KVSTREAM_RETURN_IF_ERROR(impl->residual_bases.Upload(image.residual_bases));
-  KVSTREAM_RETURN_IF_ERROR(impl->prediction_kept.Upload(image.prediction_kept));
-  KVSTREAM_RETURN_IF_ERROR(impl->prediction_table.Upload(image.prediction_table));
+  KVSTREAM_RETURN_IF_ERROR(UploadArray(impl->means, image.means));
+  KVSTREAM_RETURN_IF_ERROR(UploadArray(impl->steps, image.steps));
+  KVSTREAM_RETURN_IF_ERROR(UploadArray(impl->slots, image.slots));
+  KVSTREAM_RETURN_IF_ERROR(UploadArray(impl->channel_table, image.channel_table));
+  KVSTREAM_RETURN_IF_ERROR(UploadArray(impl->transform_means, image.transform_means));
+  KVSTREAM_RETURN_IF_ERROR(UploadArray(impl->transform_steps, image.transform_steps));
+  KVSTREAM_RETURN_IF_ERROR(UploadArray(impl->bases, image.bases));
+  KVSTREAM_RETURN_IF_ERROR(UploadArray(impl->transform_kept, image.transform_kept));
+  KVSTREAM_RETURN_IF_ERROR(UploadArray(impl->transform_table, image.transform_table));
+  KVSTREAM_RETURN_IF_ERROR(UploadArray(impl->input_scales, image.input_scales));
+  KVSTREAM_RETURN_IF_ERROR(UploadArray(impl->bias, image.bias));
+  KVSTREAM_RETURN_IF_ERROR(UploadArray(impl->predictor, image.predictor));
+  KVSTREAM_RETURN_IF_ERROR(UploadArray(impl->predictor_scales, image.predictor_scales));
+  KVSTREAM_RETURN_IF_ERROR(UploadArray(impl->residual_bases, image.residual_bases));
+  KVSTREAM_RETURN_IF_ERROR(UploadArray(impl->prediction_kept, image.prediction_kept));
+  KVSTREAM_RETURN_IF_ERROR(UploadArray(impl->prediction_table, image.prediction_table));
   // The image's layout with the device's pointers.
   cuda::ProfileTables& t = impl->tables;
   t = image.HostTables();
@@ -183,32 +152,6 @@ Result<DeviceProfile> DeviceProfile::Upload(const Profile& profile) {
   t.prediction_table = prediction ? impl->prediction_table.get<uint16_t>() : nullptr;
   return DeviceProfile(std::move(impl));
 }
-
-// Pinned host memory that grows, never shrinks, and frees itself: the plan's uploads and the errors'
-// download go through it, so that neither copy waits for the host (pageable copies may).
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer() {
-    if (data_) cudaFreeHost(data_);
-  }
-  Status Reserve(size_t size) {
-    if (size <= size_) return Status::Ok();
-    if (data_) cudaFreeHost(data_);
-    data_ = nullptr;
-    size_ = 0;
-    KVSTREAM_CUDA(cudaMallocHost(&data_, size));
-    size_ = size;
-    return Status::Ok();
-  }
-  uint8_t* get() const { return static_cast<uint8_t*>(data_); }
-
- private:
-  void* data_ = nullptr;
-  size_t size_ = 0;
-};
 
 struct GpuDecoder::Impl {
   Options options;
