@@ -88,7 +88,9 @@ class DevicePipeline {
   // so each part is one byte range). Their decodes are enqueued as they arrive, the layers ready as they
   // are decoded; the slot returns to the ring when every layer of the chunk is decoded (or it failed:
   // then nothing more may be received into it). CRC mismatch: kCorruptData, re-request the part (a first
-  // part's slot is free again). Submit is the one-part form: the whole chunk, every layer.
+  // part's slot is free again). A submitted part's bytes must not be written again while its chunk holds
+  // the slot (they may still be on their way to the device). Submit is the one-part form: the whole
+  // chunk, every layer.
   Status SubmitPart(const Slot& slot, int chunk, uint64_t chunk_bytes, uint64_t offset, size_t size, uint32_t crc32c,
                     int64_t layer_begin, int64_t layer_end);
   // Gives a slot back unused (a cancelled or failed receive of a chunk's first part).
