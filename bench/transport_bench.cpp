@@ -103,9 +103,14 @@ Status ShapedFetches(const TransportBenchOptions& o, std::vector<FetchRow>* rows
           if (code != 0 || lines.size() != static_cast<size_t>(1 + o.repetitions)) {
             return Status::Unavailable("fetch in " + ns.name(cluster::NetnsLink::kB) + " failed: " + out.substr(0, 2000));
           }
-          auto number = [](const std::string& line, const std::string& key) {
+          // A field of one of the fetch's JSON lines: where its value starts, or npos.
+          auto field = [](const std::string& line, const std::string& key) {
             const size_t at = line.find("\"" + key + "\": ");
-            return at == std::string::npos ? -1.0 : std::atof(line.c_str() + at + key.size() + 4);
+            return at == std::string::npos ? at : at + key.size() + 4;
+          };
+          auto number = [&](const std::string& line, const std::string& key) {
+            const size_t at = field(line, key);
+            return at == std::string::npos ? -1.0 : std::atof(line.c_str() + at);
           };
           std::vector<double> ms, last_byte_ms;
           for (size_t i = 1; i < lines.size(); ++i) {
@@ -116,10 +121,8 @@ Status ShapedFetches(const TransportBenchOptions& o, std::vector<FetchRow>* rows
           FetchRow row;
           row.method = method;
           row.device = device;
-          const size_t path_at = lines.back().find("\"path\": \"");
-          if (path_at != std::string::npos) {
-            const size_t begin = path_at + 9;
-            row.path = lines.back().substr(begin, lines.back().find('"', begin) - begin);
+          if (const size_t at = field(lines.back(), "path"); at != std::string::npos && lines.back()[at] == '"') {
+            row.path = lines.back().substr(at + 1, lines.back().find('"', at + 1) - at - 1);
           }
           row.bytes = static_cast<uint64_t>(number(lines.back(), "bytes"));
           row.kv_ready_ms = Median(ms);

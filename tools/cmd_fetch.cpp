@@ -27,25 +27,6 @@ Result<int> ParseFetchDevice(const std::string& device) {
   return Status::InvalidArgument("--device = '" + device + "': expected cpu, cuda or cuda:N");
 }
 
-// The context's KV in GPU memory: contiguous fp16 [layers][tokens][channels] keys and values.
-struct DeviceKv {
-  std::shared_ptr<void> memory;
-  TensorView keys, values;
-  KvDestination destination;
-};
-
-Result<DeviceKv> AllocateDeviceKv(int ordinal, int64_t layers, int64_t tokens, int64_t channels) {
-  DeviceKv kv;
-  const size_t plane = static_cast<size_t>(layers * tokens * channels) * sizeof(uint16_t);
-  KVSTREAM_ASSIGN_OR_RETURN(kv.memory, AllocateDeviceMemory(2 * plane, ordinal));
-  auto* base = static_cast<uint8_t*>(kv.memory.get());
-  kv.keys = TensorView::Dense(base, DType::kF16, layers, tokens, channels);
-  kv.values = TensorView::Dense(base + plane, DType::kF16, layers, tokens, channels);
-  kv.keys.device = kv.values.device = Device::kCuda;
-  KVSTREAM_ASSIGN_OR_RETURN(kv.destination, KvDestination::Contiguous(kv.keys, kv.values, 1));
-  return kv;
-}
-
 // Copies the device KV into the host cache (fp32), for --out and --verify.
 Status CopyToHostCache(const DeviceKv& kv, KvCache& cache) {
   std::vector<uint16_t> host(static_cast<size_t>(2 * kv.keys.numel()));
@@ -127,7 +108,7 @@ Status RunFetch(const Args& args) {
   fetched.v.resize(values);
   std::optional<DeviceKv> on_gpu;
   if (gpu >= 0) {
-    KVSTREAM_ASSIGN_OR_RETURN(DeviceKv kv, AllocateDeviceKv(gpu, fetched.layers, fetched.tokens, fetched.kv_dim));
+    KVSTREAM_ASSIGN_OR_RETURN(DeviceKv kv, DeviceKv::Allocate(fetched.layers, fetched.tokens, fetched.kv_dim, gpu));
     on_gpu = std::move(kv);
   }
   FetchResult result;

@@ -33,24 +33,6 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point start, Clock::time_point t) { return std::chrono::duration<double>(t - start).count(); }
 
-// The paced link: part i's last byte arrives when the bytes of parts 0..i have crossed it.
-template <typename Sizes>
-std::vector<Clock::duration> Arrivals(const Sizes& sizes, double gbps) {
-  std::vector<Clock::duration> at;
-  double bits = 0;
-  for (uint64_t bytes : sizes) {
-    bits += 8.0 * static_cast<double>(bytes);
-    at.push_back(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(bits / (gbps * 1e9))));
-  }
-  return at;
-}
-
-std::vector<uint64_t> ChunkSizes(const GpuChunkSet& set) {
-  std::vector<uint64_t> sizes;
-  for (const auto& c : set.chunks) sizes.push_back(c.size());
-  return sizes;
-}
-
 // What one delivery carries: layers [layer_begin, layer_end) of a chunk, `bytes` of it on the wire (its
 // segments; the first part of a chunk also its header).
 struct Part {
@@ -58,6 +40,17 @@ struct Part {
   int64_t layer_begin, layer_end;
   uint64_t offset, bytes;  // within the chunk
 };
+
+// The paced link: part i's last byte arrives when the bytes of parts 0..i have crossed it.
+std::vector<Clock::duration> Arrivals(const std::vector<Part>& parts, double gbps) {
+  std::vector<Clock::duration> at;
+  double bits = 0;
+  for (const Part& p : parts) {
+    bits += 8.0 * static_cast<double>(p.bytes);
+    at.push_back(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(bits / (gbps * 1e9))));
+  }
+  return at;
+}
 
 // The default order: every chunk whole, in order. Layer-major: the context's layers in `groups` groups,
 // group g of every chunk before group g + 1 of any; a chunk's groups are consecutive byte ranges of it
@@ -158,9 +151,7 @@ Result<Measured> RunCpu(const GpuChunkSet& set, const Profile* profile, double g
       }
     });
   }
-  std::vector<uint64_t> sizes;
-  for (const Part& p : parts) sizes.push_back(p.bytes);
-  const auto arrivals = Arrivals(sizes, gbps);
+  const auto arrivals = Arrivals(parts, gbps);
   for (size_t i = 0; i < parts.size(); ++i) {
     std::this_thread::sleep_until(start + arrivals[i]);
     m.last_byte_s = Since(start, std::max(Clock::now(), start + arrivals[i]));  // before any decode of it can end
@@ -195,15 +186,10 @@ Result<Measured> RunCuda(const GpuChunkSet& set, std::shared_ptr<cuda::PipelineD
                          int ring_slots, cudaStream_t stream, const std::vector<Part>& parts) {
   KVSTREAM_ASSIGN_OR_RETURN(SetShape s, ShapeOf(set));
   const size_t output = 2 * s.plane_bytes();
-  void* kv = nullptr;
-  KVSTREAM_RETURN_IF_ERROR(Cuda(cudaMalloc(&kv, output), "cudaMalloc"));
-  std::shared_ptr<void> free_kv(kv, [](void* p) { cudaFree(p); });
-  KVSTREAM_RETURN_IF_ERROR(Cuda(cudaMemset(kv, 0, output), "cudaMemset"));
-  auto* base = static_cast<uint16_t*>(kv);
-  TensorView k = TensorView::Dense(base, DType::kF16, s.layers, s.tokens, s.channels);
-  TensorView v = TensorView::Dense(base + output / 4, DType::kF16, s.layers, s.tokens, s.channels);
-  k.device = v.device = Device::kCuda;
-  KVSTREAM_ASSIGN_OR_RETURN(KvDestination d, KvDestination::Contiguous(k, v, 1));
+  int ordinal = 0;
+  KVSTREAM_RETURN_IF_ERROR(Cuda(cudaGetDevice(&ordinal), "cudaGetDevice"));  // the pipeline device's
+  KVSTREAM_ASSIGN_OR_RETURN(const DeviceKv kv, DeviceKv::Allocate(s.layers, s.tokens, s.channels, ordinal));
+  const KvDestination& d = kv.destination;
   const bool layer_major = parts.size() > set.chunks.size();
   DevicePipelineOptions po;
   po.ring_slots = layer_major ? std::max<int>(ring_slots, static_cast<int>(set.chunks.size())) : ring_slots;
@@ -232,9 +218,7 @@ Result<Measured> RunCuda(const GpuChunkSet& set, std::shared_ptr<cuda::PipelineD
     layer0 = pipeline->WaitLayer(0);
     m.first_layer_s = Since(start, Clock::now());
   });
-  std::vector<uint64_t> sizes;
-  for (const Part& p : parts) sizes.push_back(p.bytes);
-  const auto arrivals = Arrivals(sizes, gbps);
+  const auto arrivals = Arrivals(parts, gbps);
   std::vector<DevicePipeline::Slot> slots(set.chunks.size());
   Status sent;
   for (size_t i = 0; i < parts.size() && sent.ok(); ++i) {
@@ -265,7 +249,7 @@ Result<Measured> RunCuda(const GpuChunkSet& set, std::shared_ptr<cuda::PipelineD
   }
   pipeline.reset();
   std::vector<uint8_t> back(output);
-  KVSTREAM_RETURN_IF_ERROR(Cuda(cudaMemcpy(back.data(), kv, output, cudaMemcpyDeviceToHost), "cudaMemcpy"));
+  KVSTREAM_RETURN_IF_ERROR(CopyDeviceToHost(back.data(), kv.memory.get(), output));
   m.bit_identical = ProfileHash(back.data(), back.size()) == set.hash;
   return m;
 }

@@ -2,6 +2,8 @@
 #include "codec/common/crc32c.h"
 
 #include <array>
+#include <cstdio>
+#include <string>
 
 namespace kvstream::codec {
 namespace detail {
@@ -58,5 +60,13 @@ uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t size) {
 }
 
 uint32_t Crc32c(const void* data, size_t size) { return Crc32cExtend(0, data, size); }
+
+Status CheckCrc32c(const void* data, size_t size, uint32_t stamped) {
+  const uint32_t computed = Crc32c(data, size);
+  if (computed == stamped) return Status::Ok();
+  char hex[64];
+  std::snprintf(hex, sizeof hex, "stamped 0x%08x, computed 0x%08x", stamped, computed);
+  return Status::CorruptData(std::string("CRC32C mismatch (") + hex + ")");
+}
 
 }  // namespace kvstream::codec

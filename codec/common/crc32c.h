@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kvstream/status.h"
+
 namespace kvstream::codec {
 
 // The standard CRC32C of data[0, size): Crc32c("123456789", 9) == 0xE3069283.
@@ -14,6 +16,10 @@ uint32_t Crc32c(const void* data, size_t size);
 // Continues a checksum: Crc32cExtend(Crc32c(a), b) == Crc32c(a followed by b); Crc32cExtend(0, x) ==
 // Crc32c(x).
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t size);
+
+// A payload against the CRC32C stamped on it in flight: Ok, or CorruptData "CRC32C mismatch (stamped
+// 0x..., computed 0x...)" (the receiver's and the device pipeline's check before the bytes are used).
+Status CheckCrc32c(const void* data, size_t size, uint32_t stamped);
 
 namespace detail {
 // The two implementations behind Crc32cExtend, exposed so that tests compare them.

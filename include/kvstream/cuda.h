@@ -26,6 +26,7 @@
 #include "kvstream/kv_destination.h"
 #include "kvstream/profile.h"
 #include "kvstream/status.h"
+#include "kvstream/tensor.h"
 
 namespace kvstream {
 
@@ -41,6 +42,17 @@ using CudaStream = void*;
 Result<std::shared_ptr<void>> AllocateDeviceMemory(size_t bytes, int ordinal = 0);
 // Copies `bytes` from device to host memory, after everything enqueued on the device so far.
 Status CopyDeviceToHost(void* host, const void* device, size_t bytes);
+
+// A context's KV in GPU memory in the codec's layout: contiguous fp16 [layers][tokens][channels] keys,
+// then the values, in one zero-filled allocation (AllocateDeviceMemory) on device `ordinal`;
+// `destination` describes it for the decoders and Receiver::Fetch.
+struct DeviceKv {
+  std::shared_ptr<void> memory;
+  TensorView keys, values;  // Device::kCuda views into `memory`
+  KvDestination destination;
+
+  static Result<DeviceKv> Allocate(int64_t layers, int64_t tokens, int64_t channels, int ordinal = 0);
+};
 
 // One chunk to decode: its bytes in device memory, and a host copy of at least its header (the fixed
 // header, segment index, fine-row map and CRC: ChunkInfo::header_bytes; the whole chunk also works).
