@@ -37,7 +37,6 @@ class CudaPipelineDevice final : public PipelineDevice {
 
   Device memory() const override { return Device::kCuda; }
   std::string name() const override { return name_; }
-  const Profile* profile() const override { return profile_.get(); }
 
   Status ReserveSlot(int slot, size_t bytes, uint8_t** staging, uint8_t** device) override {
     std::lock_guard lock(mu_);
@@ -94,13 +93,6 @@ class CudaPipelineDevice final : public PipelineDevice {
     return Status::Ok();
   }
 
-  Result<bool> Done(int event) override {
-    KVSTREAM_ASSIGN_OR_RETURN(cudaEvent_t e, Event(event));
-    const cudaError_t r = cudaEventQuery(e);
-    if (r == cudaErrorNotReady) return false;
-    KVSTREAM_CUDA(r);
-    return true;
-  }
   Status Wait(int event) override {
     KVSTREAM_ASSIGN_OR_RETURN(cudaEvent_t e, Event(event));
     KVSTREAM_CUDA(cudaEventSynchronize(e));

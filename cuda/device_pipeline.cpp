@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -137,13 +136,11 @@ struct DevicePipeline::Impl {
             c.decoded[l] = 1;
           }
         }
+        // Decoded: every layer, so no part of it is left in flight; failed: at once.
         if (ChunkDoneLocked(c) && !c.reported) {
-          report = c.in_flight == 0 || c.failed;
-          if (report) {
-            c.reported = true;
-            result = c.failed ? c.failure : Status::Ok();
-            decode_s = std::chrono::duration<double>(now - std::max(c.first_submit, last_completion)).count();
-          }
+          report = c.reported = true;
+          result = c.failed ? c.failure : Status::Ok();
+          decode_s = std::chrono::duration<double>(now - std::max(c.first_submit, last_completion)).count();
         }
         last_completion = now;
         MaybeFreeSlotLocked(c);
@@ -319,16 +316,13 @@ Status DevicePipeline::SubmitPart(const Slot& slot, int chunk, uint64_t chunk_by
   }
   const Impl::SlotBuffers& b = m.slots[slot.index];
   // On the host, before the bytes are used: a bad payload is the receiver's to re-request.
-  const uint32_t crc = codec::Crc32c(b.staging + offset, size);
-  if (crc != crc32c) {
+  if (Status crc = codec::CheckCrc32c(b.staging + offset, size, crc32c); !crc.ok()) {
     {
       std::lock_guard lock(m.mu);
       m.ReleaseLocked(slot.index);  // a first part's slot is free; a later part's stays with its chunk
     }
     m.cv.notify_all();
-    char hex[64];
-    std::snprintf(hex, sizeof hex, "stamped 0x%08x, computed 0x%08x", crc32c, crc);
-    return Status::CorruptData(what + ": CRC32C mismatch (" + hex + ")");
+    return crc.WithContext(what);
   }
   int part;
   {

@@ -5,7 +5,7 @@
 // and stream test without a GPU (cuda/testing/host_pipeline_device.h; a test seam, not a product path).
 //
 // Thread-safety: the enqueueing calls (ReserveSlot, CopyToDevice, Decode, Record, ReserveEvents) come
-// from one thread at a time; Done, Wait, NativeEvent and DecodeStatus may be called from another thread
+// from one thread at a time; Wait, NativeEvent and DecodeStatus may be called from another thread
 // concurrently with them (the pipeline's completion thread), DecodeStatus(slot) once for each decode of
 // the slot, after an event recorded after it is done.
 #pragma once
@@ -31,15 +31,13 @@ class PipelineDevice {
   // description for telemetry ("cuda:0 NVIDIA H100 80GB HBM3").
   virtual Device memory() const = 0;
   virtual std::string name() const = 0;
-  // The profile chunks are decoded against (its tables are on the device), or null.
-  virtual const Profile* profile() const = 0;
 
   // Ring slot `slot`'s buffers, holding at least `bytes`: `staging` in pinned host memory (payloads land
   // there), `device` in memory() (the decoder reads there). Grow-only and kept for the device's life; a
   // Reserve that grows a slot invalidates its previous pointers. The slot must be idle.
   virtual Status ReserveSlot(int slot, size_t bytes, uint8_t** staging, uint8_t** device) = 0;
   // Events 0 .. count-1 exist (grow-only). Recording an event makes it pending until the stream reaches
-  // it, as cudaEventRecord does; Done and Wait are only asked of recorded events.
+  // it, as cudaEventRecord does; Wait is only asked of recorded events.
   virtual Status ReserveEvents(int count) = 0;
 
   // Stream-ordered, asynchronous: each runs after everything enqueued before it.
@@ -49,7 +47,6 @@ class PipelineDevice {
   virtual Status Record(int event) = 0;
 
   // Host side.
-  virtual Result<bool> Done(int event) = 0;
   virtual Status Wait(int event) = 0;
   virtual void* NativeEvent(int event) = 0;  // the cudaEvent_t, or null on the host implementation
   // The result of slot `slot`'s oldest decode not reported yet (several may be pending on a slot: the

@@ -17,6 +17,7 @@
 #include <optional>
 #include <thread>
 
+#include "codec/common/crc32c.h"
 #include "cuda/pipeline_device.h"
 #include "kvstream/codec.h"
 #include "kvstream/stream.h"
@@ -78,12 +79,6 @@ class EventQueue {
   std::condition_variable cv_;
   std::deque<Event> events_;
 };
-
-Status TextNeedsViews() {
-  return Status::Unsupported(
-      "level text: its KV is recomputed into host [layers][tokens][channels] views (Receiver::Fetch with keys and "
-      "values), not into a KvDestination; choose a KV level for this fetch");
-}
 
 struct DecodeTask {
   int chunk = 0;
@@ -224,8 +219,7 @@ class DecodePool {
     const uint8_t* data = task.bytes->data();
     const size_t size = task.bytes->size();
     auto parallel = [this](size_t count, const std::function<void(size_t)>& part) { ParallelParts(count, part); };
-    if (destination_ != nullptr) {
-      if (task.level == kLevelText) return TextNeedsViews();
+    if (destination_ != nullptr) {  // never text: a fetch into a destination requests KV levels only
       DecodeOptions options;
       options.profile = options_.profile.get();
       options.parallel_for = parallel;
@@ -510,7 +504,11 @@ Result<FetchResult> Receiver::Impl::Fetch(const std::string& context_id, const T
       return Status::ResourceExhausted("chunk " + std::to_string(chunk) + " at level " + LevelName(level) + " is " +
                                        std::to_string(size) + " bytes, max_chunk_bytes = " + std::to_string(options.max_chunk_bytes));
     }
-    if (device_fetch && level == kLevelText) return TextNeedsViews();
+    if (destination && level == kLevelText) {
+      return Status::Unsupported(
+          "level text: its KV is recomputed into host [layers][tokens][channels] views (Receiver::Fetch with keys and "
+          "values), not into a KvDestination; choose a KV level for this fetch");
+    }
     Outstanding o;
     o.chunk = chunk;
     o.level = level;
@@ -628,10 +626,8 @@ Result<FetchResult> Receiver::Impl::Fetch(const std::string& context_id, const T
         Status accepted;
         if (device_fetch) {
           accepted = device_fetch->Submit(o.landing, o.chunk, e->bytes, e->crc32c);
-        } else if (const uint32_t crc = stream::PayloadCrc32c(o.buffer->data(), o.buffer->size()); crc != e->crc32c) {
-          char hex[64];
-          std::snprintf(hex, sizeof hex, "stamped 0x%08x, computed 0x%08x", e->crc32c, crc);
-          accepted = Status::CorruptData(std::string("CRC32C mismatch (") + hex + ")");
+        } else {
+          accepted = codec::CheckCrc32c(o.buffer->data(), o.buffer->size(), e->crc32c);
         }
         if (accepted.code() == StatusCode::kCorruptData && o.attempt == 0) {
           ++result.retries;

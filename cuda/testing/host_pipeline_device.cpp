@@ -31,7 +31,6 @@ class HostPipelineDevice final : public PipelineDevice {
 
   Device memory() const override { return Device::kHost; }
   std::string name() const override { return "host (CPU launcher of the GPU kernels)"; }
-  const Profile* profile() const override { return profile_.get(); }
 
   Status ReserveSlot(int slot, size_t bytes, uint8_t** staging, uint8_t** device) override {
     std::lock_guard lock(mu_);
@@ -54,10 +53,6 @@ class HostPipelineDevice final : public PipelineDevice {
     return Status::Ok();
   }
   Status Decode(int slot, const GpuChunk& chunk, const KvDestination& destination) override {
-    {
-      std::lock_guard lock(mu_);
-      if (slot < 0 || static_cast<size_t>(slot) >= slots_.size()) return Status::InvalidArgument("ring slot " + std::to_string(slot));
-    }
     // The CPU launcher reads the chunk itself (host memory): the device copy, as the kernels would.
     GpuChunk on_device = chunk;
     on_device.host_header = chunk.bytes;
@@ -65,6 +60,7 @@ class HostPipelineDevice final : public PipelineDevice {
     auto result = std::make_shared<Status>();
     {
       std::lock_guard lock(mu_);
+      if (slot < 0 || static_cast<size_t>(slot) >= slots_.size()) return Status::InvalidArgument("ring slot " + std::to_string(slot));
       slots_[slot].results.push_back(result);
     }
     Enqueue([this, result, on_device, destination] {
@@ -87,11 +83,6 @@ class HostPipelineDevice final : public PipelineDevice {
     return Status::Ok();
   }
 
-  Result<bool> Done(int event) override {
-    KVSTREAM_RETURN_IF_ERROR(CheckEvent(event));
-    std::lock_guard lock(mu_);
-    return static_cast<bool>(events_[event]);
-  }
   Status Wait(int event) override {
     KVSTREAM_RETURN_IF_ERROR(CheckEvent(event));
     std::unique_lock lock(mu_);
