@@ -116,11 +116,11 @@ TARGET_ROOMS = [
     (re.compile(r"^kvstream_codec$"), "codec"),
     (re.compile(r"^kvstream_(model|transport|scheduler|stream|measure|cuda|bench)$"), None),
     (re.compile(r"^kvstream_(cuda_(plan|host_launch|ptx)|device_pipeline)$"), "cuda"),
-    (re.compile(r"^kvstream_bindings|^_kvstream$"), "bindings"),
+    (re.compile(r"^kvstream_bindings|^_kvstream$|^nanobind-static$"), "bindings"),
     (re.compile(r"^(rans_bench|transform_sum_bench|kvstream_gpu_bench|kvstream_bench_(gpu(_chunks)?|pipeline))$"), "bench"),
     (re.compile(r"^kvstream$"), "tools"),
     (re.compile(r"^(kvstream_lab_.*|kvstream_rd_study|lab_.*)$"), "lab"),
-    (re.compile(r".*(_test|_fuzz|_fuzz_seeds|_golden)$|^kvstream_gpu_check$"), "tests"),
+    (re.compile(r".*(_test|_fuzz|_fuzz_seeds|_golden)$|^kvstream_gpu_check$|^kvstream_testing$"), "tests"),
 ]
 
 

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <sys/stat.h>
 
 namespace kvstream {
@@ -39,6 +40,15 @@ Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max
 Result<std::string> ReadTextFile(const std::string& path, uint64_t max_bytes) {
   KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, max_bytes));
   return std::string(bytes.begin(), bytes.end());
+}
+
+Status WriteWholeFile(const std::string& path, const void* data, size_t size) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return Status::IoError(path + ": cannot create");
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+  out.close();
+  if (!out) return Status::IoError(path + ": write failed");
+  return Status::Ok();
 }
 
 }  // namespace kvstream

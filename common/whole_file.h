@@ -1,5 +1,5 @@
 // Whole-file reads with the size checked before allocating: what every command and loader that takes a
-// file from the user reads it with.
+// file from the user reads it with; and the matching whole-file write.
 #pragma once
 
 #include <cstdint>
@@ -23,5 +23,8 @@ Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t max
 // The same for a text (a prompt, a calibration text, a JSON file), as a string.
 inline constexpr uint64_t kMaxTextBytes = uint64_t{256} << 20;
 Result<std::string> ReadTextFile(const std::string& path, uint64_t max_bytes = kMaxTextBytes);
+
+// Writes `size` bytes to `path` (created or truncated); IoError naming the file.
+Status WriteWholeFile(const std::string& path, const void* data, size_t size);
 
 }  // namespace kvstream

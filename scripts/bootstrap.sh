@@ -11,7 +11,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 apt_packages=(
-  cmake ninja-build g++ clang libclang-rt-14-dev pkg-config python3 python3-pip python3-dev
+  cmake ninja-build g++ clang libclang-rt-14-dev pkg-config python3 python3-pip python3-dev python3-venv
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libzstd-dev pybind11-dev
   libucx-dev ucx-utils libboost-dev nlohmann-json3-dev iproute2 python3-numpy python3-matplotlib
 )
@@ -30,11 +30,14 @@ fi
 # The realistic model for tests, benchmarks and the demo; quality claims are made on it.
 /usr/bin/python3 scripts/fetch_model.py smollm2 >/dev/null
 
+# The Python package's build requirements (nanobind), in the project's own environment build-deps/python.
+scripts/python_env.sh bindings/requirements-build.txt
+
 build_dir=${KVSTREAM_BUILD_DIR:-build}
 if [ ! -f "$build_dir/CMakeCache.txt" ]; then
   # shellcheck disable=SC2086
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="${KVSTREAM_BUILD_TYPE:-Release}" \
-    -DPython3_EXECUTABLE=/usr/bin/python3 ${KVSTREAM_CMAKE_ARGS:-} >/dev/null
+    -DPython_EXECUTABLE="$root/build-deps/python/bin/python" ${KVSTREAM_CMAKE_ARGS:-} >/dev/null
 fi
 # shellcheck disable=SC2086
 cmake --build "$build_dir" -j "$(nproc)" ${KVSTREAM_BUILD_TARGETS:+--target $KVSTREAM_BUILD_TARGETS}

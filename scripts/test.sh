@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds kvstream (installing what is missing) and runs every test: the C++ suites through ctest.
+# Builds kvstream (installing what is missing) and runs every test through ctest: the C++ suites and the
+# Python package's pytest suite (label python; pytest and torch go into build-deps/python).
 #   KVSTREAM_TEST_LABELS  a ctest label regex to run a subset (e.g. 'codec|model')
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 scripts/bootstrap.sh
+scripts/python_env.sh bindings/requirements-test.txt
 build_dir=${KVSTREAM_BUILD_DIR:-build}
 source scripts/openblas_env.sh
 kvstream_openblas_core "$build_dir/bin/kvstream"

@@ -22,7 +22,7 @@ namespace {
 Status WriteFolderFromModel(const Args& args, const std::string& dir) {
   const std::string profile_path = args.GetString("profile", "");
   if (profile_path.empty()) return Status::InvalidArgument("bench gpu: --model needs --profile P (the chunks' profile)");
-  KVSTREAM_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(profile_path));
+  KVSTREAM_ASSIGN_OR_RETURN(Profile profile, Profile::Load(profile_path));
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelFromArgs(args, "smollm2"));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t tokens, args.GetInt("context-tokens", 512));
   KVSTREAM_ASSIGN_OR_RETURN(int64_t chunk, args.GetInt("chunk-tokens", 256));

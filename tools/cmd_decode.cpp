@@ -23,7 +23,7 @@ Status RunDecode(const Args& args) {
   else return Status::InvalidArgument("--dtype = " + dtype_name + ", expected f16, bf16 or f32");
   std::optional<Profile> profile;
   if (args.Has("profile")) {
-    KVSTREAM_ASSIGN_OR_RETURN(Profile p, LoadProfileFile(args.GetString("profile")));
+    KVSTREAM_ASSIGN_OR_RETURN(Profile p, Profile::Load(args.GetString("profile")));
     profile = std::move(p);
   }
   std::ofstream out;

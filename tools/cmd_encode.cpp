@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "common/whole_file.h"
 #include "kvstream/codec.h"
 #include "tools/codec_files.h"
 #include "tools/kv_dump_args.h"
@@ -42,7 +43,7 @@ Status RunEncode(const Args& args) {
   KVSTREAM_RETURN_IF_ERROR(ParseFineRows(args, &fine_fraction, &fine_level));
   std::optional<Profile> profile;
   if (args.Has("profile")) {
-    KVSTREAM_ASSIGN_OR_RETURN(Profile p, LoadProfileFile(args.GetString("profile")));
+    KVSTREAM_ASSIGN_OR_RETURN(Profile p, Profile::Load(args.GetString("profile")));
     profile = std::move(p);
   }
   // The KV encoded: a dump's (from any engine), or the first T tokens of a text prefilled with the model.
@@ -148,7 +149,7 @@ Status RunEncode(const Args& args) {
     char name[32];
     std::snprintf(name, sizeof name, "chunk_%05lld.kvc", static_cast<long long>(i));
     const std::string path = (std::filesystem::path(out_dir) / name).string();
-    KVSTREAM_RETURN_IF_ERROR(WriteFileBytes(path, bytes.data(), bytes.size()));
+    KVSTREAM_RETURN_IF_ERROR(WriteWholeFile(path, bytes.data(), bytes.size()));
     total += bytes.size();
     std::printf("  %s  tokens [%lld, %lld)  %zu bytes\n", path.c_str(), static_cast<long long>(t0), static_cast<long long>(t0 + n),
                 bytes.size());

@@ -40,7 +40,7 @@ Status RunEval(const Args& args) {
   const std::vector<const KvMethod*> methods = *selected;
   KvCodecChoice codec;
   if (args.Has("profile")) {
-    KVSTREAM_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(args.GetString("profile")));
+    KVSTREAM_ASSIGN_OR_RETURN(Profile profile, Profile::Load(args.GetString("profile")));
     codec.profile = std::make_shared<const Profile>(std::move(profile));
   }
   KVSTREAM_ASSIGN_OR_RETURN(codec.scheme, ParseQuantScheme(args.GetString("scheme", "channel-uniform")));

@@ -92,7 +92,7 @@ Status RunFetch(const Args& args) {
     KVSTREAM_ASSIGN_OR_RETURN(options.control.secret, ReadSecretFile(args.GetString("secret-file")));
   }
   if (args.Has("profile")) {
-    KVSTREAM_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(args.GetString("profile")));
+    KVSTREAM_ASSIGN_OR_RETURN(Profile profile, Profile::Load(args.GetString("profile")));
     options.profile = std::make_shared<const Profile>(std::move(profile));
   }
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Receiver> receiver, Receiver::Connect(host_port.first, host_port.second, options));

@@ -34,7 +34,7 @@ void PrintKeptComponents(const ProfileSummary::Components& components, const std
 }
 
 Status InspectProfileFile(const std::string& path) {
-  KVSTREAM_ASSIGN_OR_RETURN(Profile p, LoadProfileFile(path));
+  KVSTREAM_ASSIGN_OR_RETURN(Profile p, Profile::Load(path));
   std::printf("%s: kvstream profile\n  model      %s\n  hash       %s\n  bytes      %zu\n  shape      %d layers x %d channels\n",
               path.c_str(), p.model().c_str(), HashHex(p.hash()).c_str(), p.bytes().size(), p.layers(), p.channels());
   std::printf("  level  key-step  value-step  top1    ppl%%    kl       bits\n");

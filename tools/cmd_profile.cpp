@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/whole_file.h"
 #include "kvstream/codec.h"
 #include "kvstream/profile.h"
 #include "kvstream/quality.h"
@@ -244,7 +245,7 @@ Status RunProfile(const Args& args) {
   if (learned->Supports(QuantScheme::kTransform)) {  // so that a sender can check its fine rows are these
     KVSTREAM_ASSIGN_OR_RETURN(profile, profile.WithMeasuredFineRows({fine_fraction, fine_fraction > 0 ? fine_level : 0}));
   }
-  KVSTREAM_RETURN_IF_ERROR(WriteFileBytes(out_path, profile.bytes().data(), profile.bytes().size()));
+  KVSTREAM_RETURN_IF_ERROR(WriteWholeFile(out_path, profile.bytes().data(), profile.bytes().size()));
   std::printf("wrote %s: %zu bytes, hash %s\n", out_path.c_str(), profile.bytes().size(), HashHex(profile.hash()).c_str());
   return Status::Ok();
 }

@@ -4,34 +4,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
-#include "common/whole_file.h"
 #include "kvstream/codec.h"
-#include "kvstream/profile.h"
 #include "kvstream/status.h"
 #include "tools/command.h"
 
 namespace kvstream::cli {
-
-Status WriteFileBytes(const std::string& path, const void* data, size_t size) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Status::IoError(path + ": cannot create");
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-  out.close();
-  if (!out) return Status::IoError(path + ": write failed");
-  return Status::Ok();
-}
-
-Result<Profile> LoadProfileFile(const std::string& path) {
-  const ProfileLimits limits;
-  KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, limits.max_bytes));
-  auto profile = Profile::Parse(bytes.data(), bytes.size(), limits);
-  if (!profile.ok()) return profile.status().WithContext(path);
-  return profile;
-}
 
 Status ParseFineRows(const Args& args, double* fraction, Level* level) {
   KVSTREAM_ASSIGN_OR_RETURN(*fraction, args.GetDouble("fine-fraction", kDefaultFineFraction));

@@ -1,5 +1,5 @@
-// File plumbing of the codec commands (encode, decode, inspect, profile, serve): writes, loading a profile
-// file (reads go through common/whole_file.h), the fine-rows flags, and hashes as text.
+// File plumbing of the codec commands (encode, decode, inspect, profile, serve): files (read and written
+// through common/whole_file.h, profiles loaded by Profile::Load), the fine-rows flags, and hashes as text.
 #pragma once
 
 #include <cstddef>
@@ -12,15 +12,6 @@
 #include "tools/command.h"
 
 namespace kvstream::cli {
-
-// Writes `size` bytes to `path` (created or truncated); the error names the file.
-Status WriteFileBytes(const std::string& path, const void* data, size_t size);
-
-// A profile file (--profile), parsed and checked; the error names the file.
-Result<Profile> LoadProfileFile(const std::string& path);
-
-// --fine-fraction's default: measured on SmolLM2 (lab/rate-distortion.md, "Fine rows").
-inline constexpr double kDefaultFineFraction = 0.08;
 
 // --fine-fraction and --fine-level, for EncodeOptions / SenderOptions.
 Status ParseFineRows(const Args& args, double* fraction, Level* level);

@@ -20,7 +20,7 @@ namespace kvstream::cli {
 Status SetSenderCodec(const Args& args, const ModelConfig& config, SenderOptions* options,
                       const std::string& what) {
   if (args.Has("profile")) {
-    KVSTREAM_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(args.GetString("profile")));
+    KVSTREAM_ASSIGN_OR_RETURN(Profile profile, Profile::Load(args.GetString("profile")));
     KVSTREAM_RETURN_IF_ERROR(profile.CheckShape(config.n_layers, config.kv_dim(), what)
                                  .WithContext("--profile " + args.GetString("profile")));
     KVSTREAM_RETURN_IF_ERROR(

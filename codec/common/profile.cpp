@@ -10,6 +10,7 @@
 #include <string>
 
 #include "codec/common/cpu_features.h"
+#include "common/whole_file.h"
 #include "codec/common/crc32c.h"
 #include "codec/common/profile_data.h"
 #include "codec/common/quantizer.h"
@@ -301,6 +302,13 @@ Status ReadMeasuredFineRows(ByteReader& in, ProfileData* d) {
 }
 
 }  // namespace
+
+Result<Profile> Profile::Load(const std::string& path, const ProfileLimits& limits) {
+  KVSTREAM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, limits.max_bytes));
+  Result<Profile> profile = Parse(bytes.data(), bytes.size(), limits);
+  if (!profile.ok()) return profile.status().WithContext(path);
+  return profile;
+}
 
 Result<Profile> Profile::Parse(const uint8_t* data, size_t size, const ProfileLimits& limits) {
   if (size > limits.max_bytes) {

@@ -291,4 +291,8 @@ Result<ChunkInfo> InspectChunk(const uint8_t* data, size_t size, const DecodeLim
   return codec::ReadContainer(data, size, limits, /*verify_segments=*/true);
 }
 
+Result<ChunkInfo> ReadChunkHeader(const uint8_t* data, size_t size, const DecodeLimits& limits) {
+  return codec::ReadContainer(data, size, limits, /*verify_segments=*/false);
+}
+
 }  // namespace kvstream

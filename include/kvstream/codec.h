@@ -148,6 +148,9 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
 // positions >= 4 (those before are stored exactly anyway; NaN counts as least important). Infinity when
 // that is no token.
 float FineRowsThreshold(const float* importance, int64_t tokens, double fraction);
+// The share of tokens coded as fine rows when a caller does not choose (`--fine-fraction`, the Python
+// encode's fine_fraction): where fine rows bought the most quality per bit (lab/rate-distortion.md).
+inline constexpr double kDefaultFineFraction = 0.08;
 
 // Decodes a chunk into keys_out and values_out, host views of any dtype and strides whose shape must be
 // [layers][tokens][channels] of the chunk (an error names the dimension that differs). A text-level chunk
@@ -163,6 +166,9 @@ Status DecodeChunkInto(const uint8_t* data, size_t size, const DecodeOptions& op
 
 // Validates the header, index and every CRC without decoding; cheap (one pass of CRC32C).
 Result<ChunkInfo> InspectChunk(const uint8_t* data, size_t size, const DecodeLimits& limits = {});
+// The header and index only (their CRC checked, the segments' not: DecodeChunk checks each as it reads
+// it): where a chunk goes before decoding it, at no cost proportional to its size.
+Result<ChunkInfo> ReadChunkHeader(const uint8_t* data, size_t size, const DecodeLimits& limits = {});
 
 // The token ids carried by a text-level chunk.
 Result<std::vector<int32_t>> DecodeChunkTokens(const uint8_t* data, size_t size, const DecodeLimits& limits = {});

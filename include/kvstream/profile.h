@@ -88,6 +88,8 @@ class Profile {
   // CRC32C verified, every table checked to sum to 2^12. On a CPU with AMX the profile also keeps its
   // transform and predictor matrices in the AMX kernel's layout: about as many bytes again as they take.
   static Result<Profile> Parse(const uint8_t* data, size_t size, const ProfileLimits& limits = {});
+  // Parse of a profile file (`kvstream profile --out`); errors name the file.
+  static Result<Profile> Load(const std::string& path, const ProfileLimits& limits = {});
   // The canonical bytes; Parse(Serialize()) gives an equal profile with the same hash.
   const std::vector<uint8_t>& bytes() const;
   // 64-bit FNV-1a of bytes(); what chunks reference. Never 0.
