@@ -52,13 +52,14 @@ nb::dict InfoDict(const ChunkInfo& c) {
 std::vector<nb::bytes> Encode(nb::handle keys_arg, nb::handle values_arg, nb::handle level_arg, const Profile* profile,
                               const std::string& scheme_name, int64_t chunk_tokens, nb::handle token_ids_arg,
                               nb::handle importance_arg, double fine_fraction, nb::handle fine_level_arg, int threads,
-                              int64_t batch_index) {
+                              int64_t batch_index, int64_t token_begin) {
   const Level level = LevelArgument(level_arg, "level");
   const Level fine_level = LevelArgument(fine_level_arg, "fine_level");
   const QuantScheme scheme = SchemeArgument(scheme_name);
   if (chunk_tokens < 1 || chunk_tokens > 65536) ThrowArgumentError("chunk_tokens", std::to_string(chunk_tokens) + ", expected 1..65536");
   if (threads < 1 || threads > 256) ThrowArgumentError("threads", std::to_string(threads) + ", expected 1..256");
   if (!(fine_fraction >= 0 && fine_fraction <= 1)) ThrowArgumentError("fine_fraction", std::to_string(fine_fraction) + ", expected 0..1");
+  if (token_begin < 0 || token_begin > (int64_t{1} << 40)) ThrowArgumentError("token_begin", std::to_string(token_begin) + ", expected >= 0");
   const KvArrays keys = ImportKv(keys_arg, "keys", Access::kRead, batch_index);
   const KvArrays values = ImportKv(values_arg, "values", Access::kRead, batch_index);
   CheckSameShape(keys, values, "keys", "values");
@@ -87,7 +88,7 @@ std::vector<nb::bytes> Encode(nb::handle keys_arg, nb::handle values_arg, nb::ha
       ChunkInput in;
       in.keys = SliceTokens(k, t0, n);
       in.values = SliceTokens(v, t0, n);
-      in.token_begin = t0;
+      in.token_begin = token_begin + t0;
       in.token_ids = token_ids.empty() ? nullptr : token_ids.data() + t0;
       in.importance = importance.empty() ? nullptr : importance.data() + t0;
       Result<std::vector<uint8_t>> bytes = EncodeChunk(in, options);
@@ -177,7 +178,7 @@ void RegisterCodec(nb::module_& m) {
         nb::arg("keys"), nb::arg("values"), nb::arg("level"), nb::arg("profile") = nb::none(),
         nb::arg("scheme") = "channel-uniform", nb::arg("chunk_tokens") = 256, nb::kw_only(), nb::arg("token_ids") = nb::none(),
         nb::arg("importance") = nb::none(), nb::arg("fine_fraction") = kDefaultFineFraction, nb::arg("fine_level") = 2,
-        nb::arg("threads") = 1, nb::arg("batch_index") = 0,
+        nb::arg("threads") = 1, nb::arg("batch_index") = 0, nb::arg("token_begin") = 0,
         "Encodes a context's KV into chunks of chunk_tokens tokens (the last may be shorter); returns their bytes.\n\n"
         "keys, values: one [layers][tokens][channels] array each, or a sequence of per-layer Hugging Face\n"
         "[batch][kv_heads][tokens][head_dim] arrays (row batch_index is encoded; these are gathered once, the\n"
@@ -185,7 +186,9 @@ void RegisterCodec(nb::module_& m) {
         "level: \"fp16\", \"int8\", \"text\" (needs token_ids), a lossy level n or \"L<n>\".\n"
         "scheme: \"channel-uniform\", \"transform\" or \"predicted\" (the last two need a profile learned for them).\n"
         "importance: per token attention received; with the transform and predicted schemes the fine_fraction\n"
-        "most important tokens are coded at fine_level.");
+        "most important tokens are coded at fine_level.\n"
+        "token_begin: the context position of the arrays' first token (for a window of a context); positions\n"
+        "below 4 are the sink rows lossy chunks store exactly.");
   m.def("decode_into", &DecodeInto,
         nb::sig("def decode_into(chunk: bytes | bytearray | memoryview, keys_out: object, values_out: object, "
                 "profile: Profile | None = None, *, token_offset: int = 0, threads: int = 1, batch_index: int = 0) -> None"),

@@ -119,6 +119,8 @@ def encode(keys: object, values: object, level: int | str, profile: Profile | No
     scheme: "channel-uniform", "transform" or "predicted" (the last two need a profile learned for them).
     importance: per token attention received; with the transform and predicted schemes the fine_fraction
     most important tokens are coded at fine_level.
+    token_begin: the context position of the arrays' first token (for a window of a context); positions
+    below 4 are the sink rows lossy chunks store exactly.
     """
 
 def decode_into(chunk: bytes | bytearray | memoryview, keys_out: object, values_out: object, profile: Profile | None = None, *, token_offset: int = 0, threads: int = 1, batch_index: int = 0) -> None:

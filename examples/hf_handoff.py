@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Hands a Hugging Face transformers KV cache from a prefill to a decode through kvstream, live.
+
+SmolLM2-135M-Instruct is loaded from the GGUF file the project fetches (scripts/fetch_model.py) through
+transformers' GGUF loader, in bfloat16 (so that its KV passes the fp16 level, which stores bf16 as bf16,
+bit for bit). The prefill side runs --context-tokens of a text, registers its DynamicCache's per-layer
+tensors with a kvstream.Sender (the Hugging Face layout costs the one gather into the codec's layout);
+the decode side fetches each method into a receiving DynamicCache's own tensors in place (no copy) over
+loopback and continues from there without prefilling:
+  * it generates --generate-tokens greedily and compares them with the tokens generated from the
+    prefill's own cache (identical_tokens: the lossless methods must match);
+  * it scores the next --eval-tokens of the text teacher-forced with the fetched cache against the same
+    with the prefill's cache: top-1 agreement and the perplexity change.
+Both sides run in this process (the Sender's threads serve, the Receiver fetches); the bytes cross a real
+loopback connection. Methods are spelled as `kvstream eval` spells them: fp16, int8, kvstream-L<n>.
+
+    python examples/hf_handoff.py --context-tokens 2048 --eval-tokens 512 --methods fp16,int8,kvstream-L3 --json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+os.environ.setdefault("TQDM_DISABLE", "1")  # the GGUF loader's progress bars
+
+import torch
+
+import kvstream
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def load_model(gguf: pathlib.Path):
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="kvstream-hf-"))
+    (folder / gguf.name).symlink_to(gguf.resolve())  # transformers reads a GGUF file from a folder
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=gguf.name)
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf.name, dtype=torch.bfloat16)
+    model.eval()
+    return tokenizer, model
+
+
+def level_of(method: str) -> str:
+    if method in ("fp16", "int8"):
+        return method
+    if method.startswith("kvstream-L") and method[len("kvstream-L"):].isdigit():
+        return method[len("kvstream-"):]
+    sys.exit(f"--methods: {method!r}, expected fp16, int8 or kvstream-L<n>")
+
+
+def empty_cache(model, like):
+    """A DynamicCache holding zeros shaped as `like`'s layers: the tensors kvstream writes into."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    for i, layer in enumerate(like.layers):
+        cache.update(torch.zeros_like(layer.keys), torch.zeros_like(layer.values), i)
+    return cache
+
+
+def crop_to(cache, tokens: int) -> None:
+    """Drops what a decode appended, back to the context's `tokens`."""
+    extra = cache.get_seq_length() - tokens
+    if extra > 0:
+        cache.crop(-extra)
+
+
+@torch.no_grad()
+def greedy(model, cache, first_token: int, steps: int) -> list[int]:
+    tokens, token = [], first_token
+    for _ in range(steps):
+        logits = model(torch.tensor([[token]]), cache=cache, use_cache=True).logits
+        token = int(logits[0, -1].argmax())
+        tokens.append(token)
+    return tokens
+
+
+@torch.no_grad()
+def teacher_forced(model, cache, ids: torch.Tensor):
+    """Log-probabilities of ids[1:] and the argmax at each position, fed ids with the cache before them."""
+    logits = model(ids, cache=cache, use_cache=True).logits[0, :-1].float()
+    return torch.log_softmax(logits, -1), logits.argmax(-1)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--context-tokens", type=int, default=2048)
+    parser.add_argument("--eval-tokens", type=int, default=512, help="continuation tokens scored teacher-forced")
+    parser.add_argument("--generate-tokens", type=int, default=32, help="tokens generated greedily after the handoff")
+    parser.add_argument("--methods", default="fp16,int8,kvstream-L3")
+    parser.add_argument("--text", default="/usr/share/common-licenses/GPL-3")
+    parser.add_argument("--gguf", help="the SmolLM2 GGUF (default: fetched into the model cache)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per method")
+    args = parser.parse_args(argv)
+    gguf = pathlib.Path(args.gguf) if args.gguf else pathlib.Path(subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "fetch_model.py"), "smollm2"], capture_output=True, text=True,
+        check=True).stdout.strip())
+    tokenizer, model = load_model(gguf)
+    torch.set_num_threads(os.cpu_count() or 1)
+    ids = tokenizer(pathlib.Path(args.text).read_text(), return_tensors="pt").input_ids
+    n, e = args.context_tokens, args.eval_tokens
+    if ids.shape[1] < n + e + 1:
+        sys.exit(f"--text has {ids.shape[1]} tokens, fewer than --context-tokens + --eval-tokens + 1")
+    methods = args.methods.split(",")
+
+    # Prefill side.
+    with torch.no_grad():
+        prefill = model(ids[:, :n], use_cache=True).cache
+    keys = [layer.keys for layer in prefill.layers]
+    values = [layer.values for layer in prefill.layers]
+    reference_tokens = greedy(model, prefill, int(ids[0, n]), args.generate_tokens)
+    crop_to(prefill, n)
+    reference_logp, reference_top1 = teacher_forced(model, prefill, ids[:, n:n + e + 1])
+    crop_to(prefill, n)
+    targets = ids[0, n + 1:n + e + 1]
+    reference_nll = -reference_logp.gather(1, targets[:, None]).mean().item()
+
+    rows = []
+    with kvstream.Sender(levels=[level_of(m) for m in methods]) as sender:
+        sender.register("context", keys, values)
+        with kvstream.Receiver("127.0.0.1", sender.port) as receiver:
+            for method in methods:
+                # Decode side: the engine's own cache tensors, written in place.
+                cache = empty_cache(model, prefill)
+                result = receiver.fetch("context", [l.keys for l in cache.layers], [l.values for l in cache.layers],
+                                        deadline_ms=10000, policy=f"fixed-{level_of(method)}")
+                tokens = greedy(model, cache, int(ids[0, n]), args.generate_tokens)
+                crop_to(cache, n)
+                logp, top1 = teacher_forced(model, cache, ids[:, n:n + e + 1])
+                nll = -logp.gather(1, targets[:, None]).mean().item()
+                rows.append({
+                    "engine": "transformers", "method": method, "context_tokens": n, "eval_tokens": e,
+                    "bytes": result["bytes"], "kv_ready_ms": result["kv_ready_ms"],
+                    "bits_per_value": 8 * result["bytes"] / (2 * sum(k.numel() for k in keys)),
+                    "identical_tokens": tokens == reference_tokens,
+                    "top1_agreement": (top1 == reference_top1).float().mean().item(),
+                    "ppl_delta_pct": 100 * (math.exp(nll - reference_nll) - 1),
+                })
+    for r in rows:
+        if args.json:
+            print(json.dumps(r))
+        else:
+            print(f"{r['method']:14} {r['bytes']:>10} bytes {r['bits_per_value']:6.3f} bits/value  KV ready "
+                  f"{r['kv_ready_ms']:8.2f} ms  identical tokens {str(r['identical_tokens']):5}  top-1 "
+                  f"{r['top1_agreement']:.4f}  ppl {r['ppl_delta_pct']:+.3f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
