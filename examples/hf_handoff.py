@@ -18,23 +18,20 @@ loopback connection. Methods are spelled as `kvstream eval` spells them: fp16, i
 """
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
 import pathlib
-import subprocess
 import sys
 import tempfile
+
+import handoff_common  # beside this script
+from handoff_common import level_of
 
 os.environ.setdefault("TQDM_DISABLE", "1")  # the GGUF loader's progress bars
 
 import torch
 
 import kvstream
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def load_model(gguf: pathlib.Path):
@@ -48,14 +45,6 @@ def load_model(gguf: pathlib.Path):
     model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf.name, dtype=torch.bfloat16)
     model.eval()
     return tokenizer, model
-
-
-def level_of(method: str) -> str:
-    if method in ("fp16", "int8"):
-        return method
-    if method.startswith("kvstream-L") and method[len("kvstream-L"):].isdigit():
-        return method[len("kvstream-"):]
-    sys.exit(f"--methods: {method!r}, expected fp16, int8 or kvstream-L<n>")
 
 
 def empty_cache(model, like):
@@ -93,18 +82,9 @@ def teacher_forced(model, cache, ids: torch.Tensor):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--context-tokens", type=int, default=2048)
-    parser.add_argument("--eval-tokens", type=int, default=512, help="continuation tokens scored teacher-forced")
-    parser.add_argument("--generate-tokens", type=int, default=32, help="tokens generated greedily after the handoff")
-    parser.add_argument("--methods", default="fp16,int8,kvstream-L3")
-    parser.add_argument("--text", default="/usr/share/common-licenses/GPL-3")
-    parser.add_argument("--gguf", help="the SmolLM2 GGUF (default: fetched into the model cache)")
-    parser.add_argument("--json", action="store_true", help="one JSON object per method")
+    parser = handoff_common.parser(__doc__.splitlines()[0])
     args = parser.parse_args(argv)
-    gguf = pathlib.Path(args.gguf) if args.gguf else pathlib.Path(subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "fetch_model.py"), "smollm2"], capture_output=True, text=True,
-        check=True).stdout.strip())
+    gguf = pathlib.Path(handoff_common.gguf_path(args.gguf))
     tokenizer, model = load_model(gguf)
     torch.set_num_threads(os.cpu_count() or 1)
     ids = tokenizer(pathlib.Path(args.text).read_text(), return_tensors="pt").input_ids
@@ -146,13 +126,7 @@ def main(argv=None) -> int:
                     "top1_agreement": (top1 == reference_top1).float().mean().item(),
                     "ppl_delta_pct": 100 * (math.exp(nll - reference_nll) - 1),
                 })
-    for r in rows:
-        if args.json:
-            print(json.dumps(r))
-        else:
-            print(f"{r['method']:14} {r['bytes']:>10} bytes {r['bits_per_value']:6.3f} bits/value  KV ready "
-                  f"{r['kv_ready_ms']:8.2f} ms  identical tokens {str(r['identical_tokens']):5}  top-1 "
-                  f"{r['top1_agreement']:.4f}  ppl {r['ppl_delta_pct']:+.3f} %")
+    handoff_common.report(rows, args.json)
     return 0
 
 
