@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) in build-fuzz, writes seed corpora (real chunks,
 # profiles and KV dumps; valid rANS streams; one control message of every type), and runs every fuzzer for a
-# bounded time. Exits non-zero if a fuzzer finds a crash.
+# bounded time, then the Python package's llama.cpp state parser under atheris (when build/ has the
+# package). Exits non-zero if a fuzzer finds a crash.
 #   KVSTREAM_FUZZ_SECONDS   seconds per fuzzer (default 60)
 #   KVSTREAM_FUZZ_BUILD_DIR build folder (default build-fuzz)
 #   KVSTREAM_FUZZ_JOBS      build parallelism (default: nproc)
@@ -43,4 +44,22 @@ run chunk_decode_fuzz "$out/chunk_corpus" "$out/chunk_seeds"
 run rans_decode_fuzz "$out/rans_corpus" "$out/rans_seeds"
 run kv_dump_fuzz "$out/kv_dump_corpus" "$out/kv_dump_seeds"
 run control_message_fuzz "$out/control_corpus" "$out/control_seeds"
+
+# The Python package's parser of llama.cpp states (atheris), against the extension in build/.
+python_build=${KVSTREAM_BUILD_DIR:-build}
+if [ -d "$python_build/python/kvstream" ]; then
+  scripts/python_env.sh bindings/requirements-test.txt
+  mkdir -p "$out/llamacpp_state_corpus" "$out/llamacpp_state_seeds"
+  fuzz_python() { PYTHONPATH="$python_build/python" build-deps/python/bin/python tests/fuzz/llamacpp_state_fuzz.py "$@"; }
+  fuzz_python --write-seeds "$out/llamacpp_state_seeds"
+  echo "fuzz.sh: running llamacpp_state_fuzz for ${seconds}s"
+  if ! fuzz_python "$out/llamacpp_state_corpus" "$out/llamacpp_state_seeds" -max_total_time="$seconds" -rss_limit_mb=2048 \
+      -timeout=10 -artifact_prefix="$out/artifacts/llamacpp_state_fuzz-" > "$out/llamacpp_state_fuzz.log" 2>&1; then
+    tail -40 "$out/llamacpp_state_fuzz.log" >&2
+    echo "fuzz.sh: llamacpp_state_fuzz FAILED (crash input in $out/artifacts/)" >&2
+    status=1
+  else
+    tail -1 "$out/llamacpp_state_fuzz.log"
+  fi
+fi
 exit $status
