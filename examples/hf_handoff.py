@@ -14,7 +14,14 @@ loopback and continues from there without prefilling:
 Both sides run in this process (the Sender's threads serve, the Receiver fetches); the bytes cross a real
 loopback connection. Methods are spelled as `kvstream eval` spells them: fp16, int8, kvstream-L<n>.
 
+The lossy levels use in-chunk tables unless a profile is given. Hugging Face keeps keys in rotate-half
+order, so a profile for the transform and predicted schemes is learned from this engine's own caches:
+--learn-profile P prefills --profile-contexts windows of --profile-text (another text than --text) with
+transformers, learns the schemes from their DynamicCaches (kvstream.Profile.learn_from_samples with
+rope_layout="rotate-half") and saves P; --profile P uses a saved one; --scheme picks the scheme.
+
     python examples/hf_handoff.py --context-tokens 2048 --eval-tokens 512 --methods fp16,int8,kvstream-L3 --json
+    python examples/hf_handoff.py --learn-profile hf.kvprofile --scheme predicted --methods int8,kvstream-L4 --json
 """
 from __future__ import annotations
 
@@ -81,9 +88,40 @@ def teacher_forced(model, cache, ids: torch.Tensor):
     return torch.log_softmax(logits, -1), logits.argmax(-1)
 
 
+def learn_profile(model, tokenizer, args) -> kvstream.Profile:
+    """A profile learned from transformers' own caches of --profile-text, in their rotate-half layout."""
+    ids = tokenizer(pathlib.Path(args.profile_text).read_text(), return_tensors="pt").input_ids
+    t, windows = args.profile_context_tokens, args.profile_contexts
+    if ids.shape[1] < windows * t:
+        sys.exit(f"--profile-text has {ids.shape[1]} tokens, fewer than --profile-contexts x --profile-context-tokens")
+    samples = []
+    with torch.no_grad():
+        for w in range(windows):
+            cache = model(ids[:, w * t:(w + 1) * t], use_cache=True).cache
+            samples.append(([layer.keys for layer in cache.layers], [layer.values for layer in cache.layers]))
+    config = model.config
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    theta = getattr(config, "rope_theta", None) or config.rope_parameters["rope_theta"]
+    profile = kvstream.Profile.learn_from_samples(
+        samples, model=f"{pathlib.Path(args.gguf or 'SmolLM2').stem} (transformers)", transform=args.scheme != "channel-uniform",
+        predict=args.scheme == "predicted", rope_head_dim=head_dim, rope_theta=float(theta), rope_layout="rotate-half")
+    profile.save(args.learn_profile)
+    return profile
+
+
 def main(argv=None) -> int:
     parser = handoff_common.parser(__doc__.splitlines()[0])
+    parser.add_argument("--scheme", default="channel-uniform", choices=["channel-uniform", "transform", "predicted"])
+    parser.add_argument("--profile", help="a profile learned on this engine's caches (see --learn-profile)")
+    parser.add_argument("--learn-profile", metavar="P", help="learn a rotate-half profile from --profile-text, save it as P")
+    parser.add_argument("--profile-text", default="/usr/share/common-licenses/GFDL-1.3")
+    parser.add_argument("--profile-contexts", type=int, default=4)
+    parser.add_argument("--profile-context-tokens", type=int, default=1024)
     args = parser.parse_args(argv)
+    if args.profile and args.learn_profile:
+        parser.error("--profile and --learn-profile exclude each other")
+    if args.scheme != "channel-uniform" and not (args.profile or args.learn_profile):
+        parser.error(f"--scheme {args.scheme} needs --profile or --learn-profile")
     gguf = pathlib.Path(handoff_common.gguf_path(args.gguf))
     tokenizer, model = load_model(gguf)
     torch.set_num_threads(os.cpu_count() or 1)
@@ -92,6 +130,9 @@ def main(argv=None) -> int:
     if ids.shape[1] < n + e + 1:
         sys.exit(f"--text has {ids.shape[1]} tokens, fewer than --context-tokens + --eval-tokens + 1")
     methods = args.methods.split(",")
+    profile = kvstream.Profile.load(args.profile) if args.profile else None
+    if args.learn_profile:
+        profile = learn_profile(model, tokenizer, args)
 
     # Prefill side.
     with torch.no_grad():
@@ -106,9 +147,10 @@ def main(argv=None) -> int:
     reference_nll = -reference_logp.gather(1, targets[:, None]).mean().item()
 
     rows = []
-    with kvstream.Sender(levels=[level_of(m) for m in methods]) as sender:
+    with kvstream.Sender(levels=[level_of(m) for m in methods], profile=profile, scheme=args.scheme,
+                         fine_fraction=0.0) as sender:
         sender.register("context", keys, values)
-        with kvstream.Receiver("127.0.0.1", sender.port) as receiver:
+        with kvstream.Receiver("127.0.0.1", sender.port, profile=profile) as receiver:
             for method in methods:
                 # Decode side: the engine's own cache tensors, written in place.
                 cache = empty_cache(model, prefill)
@@ -119,7 +161,8 @@ def main(argv=None) -> int:
                 logp, top1 = teacher_forced(model, cache, ids[:, n:n + e + 1])
                 nll = -logp.gather(1, targets[:, None]).mean().item()
                 rows.append({
-                    "engine": "transformers", "method": method, "context_tokens": n, "eval_tokens": e,
+                    "engine": "transformers", "method": method, "scheme": args.scheme if level_of(method)[0] == "L" else None,
+                    "profile": f"{profile.hash:016x}" if profile else None, "context_tokens": n, "eval_tokens": e,
                     "bytes": result["bytes"], "kv_ready_ms": result["kv_ready_ms"],
                     "bits_per_value": 8 * result["bytes"] / (2 * sum(k.numel() for k in keys)),
                     "identical_tokens": tokens == reference_tokens,

@@ -1,6 +1,6 @@
 // `kvstream profile`: learns a model's codec profile from sample contexts of a text, reports each
 // level's size on a held-out context and, with --measure, its quality (recorded in the profile).
-#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -13,238 +13,119 @@
 #include "kvstream/quality.h"
 #include "tools/codec_files.h"
 #include "tools/kv_dump_args.h"
-#include "measure/codec_quality.h"
-#include "measure/kvstream_codec.h"
-#include "measure/slice_sensitivity.h"
+#include "measure/profile_learning.h"
 #include "tools/model_args.h"
 
 namespace kvstream::cli {
 namespace {
 
-// The sample windows and the held-out window (a context and its continuation, + 1 token for the last
-// target) from one text or several (--text A,B,...): sample window i comes from text i mod n, each text's
-// windows one after the other from its start, so that the profile learns from every kind of text alike;
-// the held-out window follows the first text's sample windows (with no sample windows, when the samples are
-// KV dumps, it is the first text's first window).
-struct SampleWindows {
-  std::vector<std::vector<int>> contexts;
-  std::vector<int> held_out;
-};
-
-Result<SampleWindows> CutSampleWindows(const Model& model, const std::string& text_list, int64_t contexts,
-                                       int64_t context_tokens, int64_t eval_tokens) {
-  const std::vector<std::string> paths = SplitList(text_list);
-  for (const std::string& path : paths) {
-    if (path.empty()) return Status::InvalidArgument("--text: an empty file name in '" + text_list + "'");
-  }
-  if (paths.empty()) return Status::InvalidArgument("--text: no file given");
-  const int64_t n = static_cast<int64_t>(paths.size());
-  if (contexts > 0 && n > contexts) {
-    return Status::InvalidArgument("--text: " + std::to_string(n) + " files for " + std::to_string(contexts) +
-                                   " contexts (each file gives at least one)");
-  }
-  SampleWindows out;
-  out.contexts.resize(static_cast<size_t>(contexts));
-  for (int64_t f = 0; f < n; ++f) {
-    KVSTREAM_ASSIGN_OR_RETURN(std::vector<int> ids, TokenizeFile(model, paths[static_cast<size_t>(f)]));
-    const int64_t own = (contexts - f + n - 1) / n;  // sample windows f, f + n, ...
-    const int64_t needed = own * context_tokens + (f == 0 ? context_tokens + eval_tokens + 1 : 0);
-    if (static_cast<int64_t>(ids.size()) < needed) {
-      return Status::InvalidArgument("--text " + paths[static_cast<size_t>(f)] + " has " + std::to_string(ids.size()) +
-                                     " tokens; its " + std::to_string(own) + " contexts of " +
-                                     std::to_string(context_tokens) +
-                                     (f == 0 ? " plus the held-out one and its " + std::to_string(eval_tokens) + " scored tokens"
-                                             : std::string()) +
-                                     " need " + std::to_string(needed));
-    }
-    for (int64_t k = 0; k < own; ++k) {
-      out.contexts[static_cast<size_t>(f + k * n)].assign(ids.begin() + k * context_tokens, ids.begin() + (k + 1) * context_tokens);
-    }
-    if (f == 0) out.held_out.assign(ids.begin() + own * context_tokens, ids.begin() + needed);
-  }
-  return out;
-}
-
-// --ladder: increasing step multipliers, one per level.
+// --ladder: the levels' step multipliers (LearnProfile checks them).
 Result<std::vector<float>> ParseLadder(const std::string& list) {
   std::vector<float> steps;
-  const std::vector<std::string> items = SplitList(list);
-  for (size_t i = 0; i < items.size(); ++i) {
-    const std::string& item = items[i];
+  for (const std::string& item : SplitList(list)) {
     char* end = nullptr;
     const float m = std::strtof(item.c_str(), &end);
-    if (item.empty() || *end != '\0' || !(m > 0.0f && m <= 16.0f)) {
-      return Status::InvalidArgument("--ladder: '" + item + "' is not a step multiplier in (0, 16]");
-    }
-    if (!steps.empty() && !(m > steps.back())) {
-      return Status::InvalidArgument("--ladder: the multipliers must increase (level 1 the finest), " + item +
-                                     " follows " + items[i - 1]);
-    }
+    if (item.empty() || *end != '\0') return Status::InvalidArgument("--ladder: '" + item + "' is not a number");
     steps.push_back(m);
-  }
-  if (steps.empty() || steps.size() > static_cast<size_t>(kMaxLossyLevel)) {
-    return Status::InvalidArgument("--ladder: 1 to " + std::to_string(kMaxLossyLevel) + " multipliers, got " +
-                                   std::to_string(steps.size()));
   }
   return steps;
 }
 
+void PrintQuality(const QualityReport& r) {
+  std::printf("  %-8.4f %-+11.3f %.5f\n", r.top1_agreement, r.ppl_delta_pct, r.kl_mean);
+}
+
+void PrintReport(const LearnedProfile& learned, const ProfileLearningOptions& options, const std::string& samples) {
+  const Profile& profile = learned.profile;
+  std::printf("profile of %s: %d layers x %d channels, %s, %d tables per level\n", profile.model().c_str(), profile.layers(),
+              profile.channels(), samples.c_str(), options.profile.max_tables);
+  if (!learned.slice_sensitivity.empty()) {
+    const std::vector<float> scales = SliceStepScales(learned.slice_sensitivity);
+    std::printf("slice weights (%s %s on the held-out context): layer, then KL and step scale of keys and values\n",
+                SchemeName(learned.weighed_scheme), LevelName(learned.weighed_level).c_str());
+    for (int l = 0; l < profile.layers(); ++l) {
+      const size_t k = static_cast<size_t>(l) * 2;
+      std::printf("  %3d  K %.2e x%.2f  V %.2e x%.2f\n", l, learned.slice_sensitivity[k], scales[k], learned.slice_sensitivity[k + 1],
+                  scales[k + 1]);
+    }
+  }
+  std::printf("held-out context of %d tokens in chunks of %d:\n", options.context_tokens, options.chunk_tokens);
+  std::printf("  level  bits/value(profile)  bits/value(in-chunk)%s\n", options.measure ? "  top1     ppl-delta%  kl-mean" : "");
+  for (const QualityReport& r : learned.baselines) {
+    std::printf("  %-6s %-20.4f %-20s", r.method.c_str(), r.bits_per_value, "");
+    PrintQuality(r);
+  }
+  QuantScheme scheme = QuantScheme::kChannelUniform;
+  for (const LearnedLevel& row : learned.levels) {
+    if (row.scheme != scheme) {
+      scheme = row.scheme;
+      std::printf("%s scheme (kvstream encode --scheme %s --fine-fraction %g), same held-out context:\n", SchemeName(scheme),
+                  SchemeName(scheme), options.fine.fraction);
+      std::printf("  level  bits/value%s\n", options.measure ? "           top1     ppl-delta%  kl-mean" : "");
+    }
+    if (scheme == QuantScheme::kChannelUniform) {
+      char own[32] = "-";
+      if (!std::isnan(row.in_chunk_bits_per_value)) std::snprintf(own, sizeof own, "%.4f", row.in_chunk_bits_per_value);
+      std::printf("  L%-5d %-20.4f %-20s", row.level, row.bits_per_value, own);
+    } else {
+      std::printf("  L%-5d %-19.4f", row.level, row.bits_per_value);
+    }
+    if (options.measure) {
+      PrintQuality(row.quality);
+    } else {
+      std::printf("\n");
+    }
+  }
+}
+
 Status RunProfile(const Args& args) {
   KVSTREAM_ASSIGN_OR_RETURN(std::string out_path, args.Require("out"));
-  KVSTREAM_ASSIGN_OR_RETURN(int64_t contexts, args.GetInt("contexts", 4));
-  KVSTREAM_ASSIGN_OR_RETURN(int64_t context_tokens, args.GetInt("context-tokens", 512));
-  KVSTREAM_ASSIGN_OR_RETURN(int64_t max_tables, args.GetInt("max-tables", 16));
+  ProfileLearningOptions options;
+  const auto get_int = [&](const char* flag, int64_t fallback, int* out) -> Status {
+    KVSTREAM_ASSIGN_OR_RETURN(int64_t v, args.GetInt(flag, fallback));
+    if (v < 0 || v > (int64_t{1} << 30)) return Status::InvalidArgument(std::string("--") + flag + " = " + std::to_string(v) + " is out of range");
+    *out = static_cast<int>(v);
+    return Status::Ok();
+  };
+  KVSTREAM_RETURN_IF_ERROR(get_int("contexts", 4, &options.contexts));
+  KVSTREAM_RETURN_IF_ERROR(get_int("context-tokens", 512, &options.context_tokens));
+  KVSTREAM_RETURN_IF_ERROR(get_int("max-tables", 16, &options.profile.max_tables));
+  KVSTREAM_RETURN_IF_ERROR(get_int("chunk-tokens", 256, &options.chunk_tokens));
+  KVSTREAM_RETURN_IF_ERROR(get_int("eval-tokens", 128, &options.eval_tokens));
   KVSTREAM_ASSIGN_OR_RETURN(double exponent, args.GetDouble("channel-exponent", 0.0));
-  KVSTREAM_ASSIGN_OR_RETURN(int64_t chunk_tokens, args.GetInt("chunk-tokens", 256));
-  KVSTREAM_ASSIGN_OR_RETURN(int64_t eval_tokens, args.GetInt("eval-tokens", 128));
-  if (contexts < 1 || contexts > 1024) return Status::InvalidArgument("--contexts = " + std::to_string(contexts) + ", expected 1..1024");
-  if (context_tokens < 16 || context_tokens > 65536) {
-    return Status::InvalidArgument("--context-tokens = " + std::to_string(context_tokens) + ", expected 16..65536");
+  options.profile.channel_exponent = static_cast<float>(exponent);
+  options.measure = args.Has("measure");
+  options.weigh_slices = args.Has("weigh-slices");
+  KVSTREAM_RETURN_IF_ERROR(ParseFineRows(args, &options.fine.fraction, &options.fine.level));
+  options.profile.predict = args.Has("predict");
+  options.profile.transform = args.Has("transform");
+  options.profile.byte_predictors = args.Has("byte-predictors");
+  options.texts = SplitList(args.GetString("text", kDefaultText));
+  if (const std::string ladder = args.GetString("ladder", ""); !ladder.empty()) {
+    KVSTREAM_ASSIGN_OR_RETURN(options.ladder_steps, ParseLadder(ladder));
   }
-  if (max_tables < 1 || max_tables > 255) return Status::InvalidArgument("--max-tables = " + std::to_string(max_tables) + ", expected 1..255");
-  if (!(exponent >= 0.0 && exponent <= 1.0)) return Status::InvalidArgument("--channel-exponent must be in [0, 1]");
-  if (chunk_tokens < 1 || chunk_tokens > 65536) return Status::InvalidArgument("--chunk-tokens must be in 1..65536");
-  if (eval_tokens < 1 || eval_tokens > 65536) return Status::InvalidArgument("--eval-tokens must be in 1..65536");
-  const bool measure = args.Has("measure");
-  double fine_fraction = 0;
-  Level fine_level = 0;
-  KVSTREAM_RETURN_IF_ERROR(ParseFineRows(args, &fine_fraction, &fine_level));
 
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelFromArgs(args));
   // The samples: KV dumps (another engine's KV of the model), or windows of the text prefilled here.
   std::vector<std::shared_ptr<const KvDump>> dumps;
-  const std::vector<std::string> dump_paths = SplitList(args.GetString("kv-dump"));
+  std::vector<KvSample> samples;
   if (args.Has("kv-dump")) {
     if (args.Has("contexts")) {
       return Status::InvalidArgument("--contexts counts text windows to learn from; with --kv-dump the dumps are the samples");
     }
+    const std::vector<std::string> dump_paths = SplitList(args.GetString("kv-dump"));
     KVSTREAM_ASSIGN_OR_RETURN(dumps, ReadKvDumpArgs(dump_paths));
     KVSTREAM_RETURN_IF_ERROR(CheckDumpsFit(dumps, dump_paths, model->config(), "the model " + model->config().name));
-    contexts = static_cast<int64_t>(dumps.size());
+    for (const auto& dump : dumps) samples.push_back({dump->keys_view(), dump->values_view()});
+    options.contexts = 0;
   }
-  const int64_t text_windows = dumps.empty() ? contexts : 0;
-  KVSTREAM_ASSIGN_OR_RETURN(SampleWindows windows, CutSampleWindows(*model, args.GetString("text", kDefaultText),
-                                                                     text_windows, context_tokens, eval_tokens));
-  ProfileOptions options;
-  options.model = model->config().name.substr(0, 255);
-  options.max_tables = static_cast<int>(max_tables);
-  options.channel_exponent = static_cast<float>(exponent);
-  options.predict = args.Has("predict");
-  options.transform = args.Has("transform") || options.predict;
-  options.byte_predictors = args.Has("byte-predictors");
-  if (options.byte_predictors && !options.predict) return Status::InvalidArgument("--byte-predictors needs --predict");
-  options.rope = model->config().rope();
-  if (const std::string ladder = args.GetString("ladder", ""); !ladder.empty()) {
-    KVSTREAM_ASSIGN_OR_RETURN(std::vector<float> steps, ParseLadder(ladder));
-    options.ladder = LadderOfSteps(model->config().n_layers, steps);
-  }
-  ProfileBuilder builder(options);
-  for (const auto& dump : dumps) KVSTREAM_RETURN_IF_ERROR(builder.AddSample(dump->keys_view(), dump->values_view()));
-  for (const std::vector<int>& window : windows.contexts) {
-    KvCache cache = KvCache::Allocate(model->config(), static_cast<int>(context_tokens));
-    KVSTREAM_RETURN_IF_ERROR(model->Forward(window, cache, nullptr));
-    KVSTREAM_RETURN_IF_ERROR(builder.AddSample(cache.keys(), cache.values()));
-  }
-  KVSTREAM_ASSIGN_OR_RETURN(Profile profile, builder.Build());
-
-  KVSTREAM_ASSIGN_OR_RETURN(QualityMeter meter, QualityMeter::Create(*model, std::move(windows.held_out),
-                                                                     QualityOptions{static_cast<int>(context_tokens), static_cast<int>(eval_tokens)}));
+  KVSTREAM_ASSIGN_OR_RETURN(LearnedProfile learned, LearnProfile(*model, options, samples));
   int64_t dump_tokens = 0;
   for (const auto& dump : dumps) dump_tokens += dump->tokens;
-  const std::string samples =
-      dumps.empty() ? std::to_string(contexts) + " contexts of " + std::to_string(context_tokens) + " tokens"
-                    : std::to_string(dumps.size()) + " KV dumps of " + std::to_string(dump_tokens) + " tokens";
-  std::printf("profile of %s: %d layers x %d channels, %s, %lld tables per level\n", options.model.c_str(), profile.layers(),
-              profile.channels(), samples.c_str(), static_cast<long long>(max_tables));
-  if (args.Has("weigh-slices")) {
-    // Measured with the scheme the profile serves best, at its most aggressive level but one.
-    const QuantScheme scheme = options.predict ? QuantScheme::kPredicted
-                               : options.transform ? QuantScheme::kTransform
-                                                   : QuantScheme::kChannelUniform;
-    const Level level = std::max<Level>(1, static_cast<Level>(profile.ladder().size()) - 1);
-    FineRowsOption fine;
-    if (scheme != QuantScheme::kChannelUniform) fine = {fine_fraction, fine_level};
-    KVSTREAM_ASSIGN_OR_RETURN(std::vector<double> sensitivity,
-                              MeasureSliceSensitivity(meter, std::make_shared<const Profile>(profile), scheme, level,
-                                                      fine, static_cast<int>(chunk_tokens)));
-    const std::vector<float> scales = SliceStepScales(sensitivity);
-    std::printf("slice weights (%s %s on the held-out context): layer, then KL and step scale of keys and values\n",
-                SchemeName(scheme), LevelName(level).c_str());
-    for (int l = 0; l < profile.layers(); ++l) {
-      const size_t k = static_cast<size_t>(l) * 2;
-      std::printf("  %3d  K %.2e x%.2f  V %.2e x%.2f\n", l, sensitivity[k], scales[k], sensitivity[k + 1], scales[k + 1]);
-    }
-    builder.SetSliceSensitivity(std::move(sensitivity));
-    KVSTREAM_ASSIGN_OR_RETURN(profile, builder.Build());
-  }
-  std::printf("held-out context of %lld tokens in chunks of %lld:\n", static_cast<long long>(context_tokens), static_cast<long long>(chunk_tokens));
-  std::printf("  level  bits/value(profile)  bits/value(in-chunk)%s\n", measure ? "  top1     ppl-delta%  kl-mean" : "");
-  if (measure) {
-    // Baselines on the same held-out window, so the levels' quality reads against them.
-    for (Level level : {kLevelFp16, kLevelInt8}) {
-      const std::unique_ptr<KvCodec> baseline = MakeKvstreamLevelCodec(nullptr, level);
-      KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, MeasureCodec(meter, *baseline, static_cast<int>(chunk_tokens)));
-      std::printf("  %-6s %-20.4f %-20s  %-8.4f %-+11.3f %.5f\n", baseline->name().c_str(), r.bits_per_value, "", r.top1_agreement,
-                  r.ppl_delta_pct, r.kl_mean);
-    }
-  }
-  // `profile` gains each level's quality (and a new hash) as we go; chunks are coded with the learned one.
-  // Chunks with in-chunk tables quantise with the default ladder, so they compare only with it ("-").
-  const auto learned = std::make_shared<const Profile>(profile);
-  for (const LevelSpec& spec : learned->ladder()) {
-    const std::unique_ptr<KvCodec> with = MakeKvstreamLevelCodec(learned, spec.level);
-    KvCache a = meter.context_cache();
-    KVSTREAM_ASSIGN_OR_RETURN(double bits, ApplyCodec(*with, static_cast<int>(chunk_tokens), a));
-    std::string own_bits = "-";
-    if (options.ladder.empty()) {
-      const std::unique_ptr<KvCodec> without = MakeKvstreamLevelCodec(nullptr, spec.level);
-      KvCache b = meter.context_cache();
-      KVSTREAM_ASSIGN_OR_RETURN(double own, ApplyCodec(*without, static_cast<int>(chunk_tokens), b));
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.4f", own);
-      own_bits = buf;
-    }
-    LevelQuality q;
-    q.bits_per_value = bits;
-    if (measure) {
-      KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(with->name(), a, bits));
-      q.top1_agreement = r.top1_agreement;
-      q.ppl_delta_pct = r.ppl_delta_pct;
-      q.kl_mean = r.kl_mean;
-      std::printf("  L%-5d %-20.4f %-20s  %-8.4f %-+11.3f %.5f\n", spec.level, bits, own_bits.c_str(), r.top1_agreement,
-                  r.ppl_delta_pct, r.kl_mean);
-    } else {
-      std::printf("  L%-5d %-20.4f %s\n", spec.level, bits, own_bits.c_str());
-    }
-    KVSTREAM_ASSIGN_OR_RETURN(profile, profile.WithQuality(spec.level, q));
-  }
-  for (QuantScheme scheme : {QuantScheme::kTransform, QuantScheme::kPredicted}) {
-    if (!learned->Supports(scheme)) continue;
-    std::printf("%s scheme (kvstream encode --scheme %s --fine-fraction %g), same held-out context:\n",
-                SchemeName(scheme), SchemeName(scheme), fine_fraction);
-    std::printf("  level  bits/value%s\n", measure ? "           top1     ppl-delta%  kl-mean" : "");
-    for (const LevelSpec& spec : learned->ladder()) {
-      // Coded as a sender with the same fine rows serves them, so that what it advertises is what it sends.
-      const std::unique_ptr<KvCodec> codec = MakeKvstreamLevelCodec(learned, spec.level, scheme, {fine_fraction, fine_level});
-      KvCache cache = meter.context_cache();
-      LevelQuality q;
-      KVSTREAM_ASSIGN_OR_RETURN(q.bits_per_value, ApplyCodec(*codec, static_cast<int>(chunk_tokens), cache));
-      if (measure) {
-        KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, meter.Measure(codec->name(), cache, q.bits_per_value));
-        q.top1_agreement = r.top1_agreement;
-        q.ppl_delta_pct = r.ppl_delta_pct;
-        q.kl_mean = r.kl_mean;
-        std::printf("  L%-5d %-20.4f %-8.4f %-+11.3f %.5f\n", spec.level, q.bits_per_value, r.top1_agreement, r.ppl_delta_pct,
-                    r.kl_mean);
-      } else {
-        std::printf("  L%-5d %.4f\n", spec.level, q.bits_per_value);
-      }
-      KVSTREAM_ASSIGN_OR_RETURN(profile, profile.WithQuality(spec.level, q, scheme));
-    }
-  }
-  if (learned->Supports(QuantScheme::kTransform)) {  // so that a sender can check its fine rows are these
-    KVSTREAM_ASSIGN_OR_RETURN(profile, profile.WithMeasuredFineRows({fine_fraction, fine_fraction > 0 ? fine_level : 0}));
-  }
+  PrintReport(learned, options,
+              dumps.empty() ? std::to_string(options.contexts) + " contexts of " + std::to_string(options.context_tokens) + " tokens"
+                            : std::to_string(dumps.size()) + " KV dumps of " + std::to_string(dump_tokens) + " tokens");
+  const Profile& profile = learned.profile;
   KVSTREAM_RETURN_IF_ERROR(WriteWholeFile(out_path, profile.bytes().data(), profile.bytes().size()));
   std::printf("wrote %s: %zu bytes, hash %s\n", out_path.c_str(), profile.bytes().size(), HashHex(profile.hash()).c_str());
   return Status::Ok();

@@ -37,10 +37,4 @@ std::string FineRowsHelp(int indent) {
          "the fine rows' level (default 2)\n";
 }
 
-std::string HashHex(uint64_t h) {
-  char buf[20];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
 }  // namespace kvstream::cli

@@ -19,7 +19,4 @@ Status ParseFineRows(const Args& args, double* fraction, Level* level);
 // Help lines of --fine-fraction and --fine-level, their text starting at column `indent`.
 std::string FineRowsHelp(int indent);
 
-// A profile or model hash as 16 hex digits, as the commands print and compare them.
-std::string HashHex(uint64_t h);
-
 }  // namespace kvstream::cli

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kvstream/model.h"
+#include "kvstream/quality.h"
 #include "tools/command.h"
 
 namespace kvstream::cli {
@@ -16,9 +17,6 @@ std::string KvMethodsHelp();
 
 // --model, --tokenizer and --threads, as every model command reads them.
 Result<std::unique_ptr<Model>> LoadModelFromArgs(const Args& args, const std::string& default_model = "");
-
-// The default evaluation text: real English prose that every Debian system has.
-inline constexpr const char* kDefaultText = "/usr/share/common-licenses/GPL-3";
 
 // Reads a text file (up to 256 MiB) and tokenizes it as a document (BOS first when the model wants it).
 Result<std::vector<int>> TokenizeFile(const Model& model, const std::string& path);

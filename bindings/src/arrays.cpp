@@ -235,12 +235,13 @@ KvDestination DestinationOf(const KvArrays& keys, const KvArrays& values, int64_
   return d;
 }
 
-ByteView::ByteView(nb::handle value, const std::string& name) {
-  if (PyObject_GetBuffer(value.ptr(), &buffer_, PyBUF_SIMPLE) != 0) {
+ByteView::ByteView(nb::handle value, const std::string& name, Access access) {
+  if (PyObject_GetBuffer(value.ptr(), &buffer_, access == Access::kWrite ? PyBUF_WRITABLE : PyBUF_SIMPLE) != 0) {
     PyErr_Clear();
     buffer_ = Py_buffer{};
-    ThrowArgumentError(name, "expected the chunk's bytes (bytes, bytearray, memoryview or a contiguous uint8 array), got " +
-                                 TypeName(value));
+    ThrowArgumentError(name, access == Access::kWrite
+                                 ? "expected a writable contiguous buffer (bytearray, a uint8 numpy array), got " + TypeName(value)
+                                 : "expected bytes (bytes, bytearray, memoryview or a contiguous uint8 array), got " + TypeName(value));
   }
 }
 

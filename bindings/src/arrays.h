@@ -85,11 +85,13 @@ std::vector<T> PerToken(nanobind::handle value, const std::string& name, int64_t
 // held exported for as long as this lives.
 class ByteView {
  public:
-  ByteView(nanobind::handle value, const std::string& name);
+  // kWrite: a writable buffer (bytearray, a numpy uint8 array), else any bytes-like object.
+  ByteView(nanobind::handle value, const std::string& name, Access access = Access::kRead);
   ~ByteView();
   ByteView(const ByteView&) = delete;
   ByteView& operator=(const ByteView&) = delete;
   const uint8_t* data() const { return static_cast<const uint8_t*>(buffer_.buf); }
+  uint8_t* writable_data() const { return static_cast<uint8_t*>(buffer_.buf); }  // kWrite only
   size_t size() const { return static_cast<size_t>(buffer_.len); }
 
  private:

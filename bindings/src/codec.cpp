@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,10 +50,10 @@ nb::dict InfoDict(const ChunkInfo& c) {
   return d;
 }
 
-std::vector<nb::bytes> Encode(nb::handle keys_arg, nb::handle values_arg, nb::handle level_arg, const Profile* profile,
-                              const std::string& scheme_name, int64_t chunk_tokens, nb::handle token_ids_arg,
-                              nb::handle importance_arg, double fine_fraction, nb::handle fine_level_arg, int threads,
-                              int64_t batch_index, int64_t token_begin) {
+nb::list Encode(nb::handle keys_arg, nb::handle values_arg, nb::handle level_arg, const Profile* profile,
+                const std::string& scheme_name, int64_t chunk_tokens, nb::handle token_ids_arg, nb::handle importance_arg,
+                double fine_fraction, nb::handle fine_level_arg, int threads, int64_t batch_index, int64_t token_begin,
+                nb::handle out_arg) {
   const Level level = LevelArgument(level_arg, "level");
   const Level fine_level = LevelArgument(fine_level_arg, "fine_level");
   const QuantScheme scheme = SchemeArgument(scheme_name);
@@ -68,7 +69,32 @@ std::vector<nb::bytes> Encode(nb::handle keys_arg, nb::handle values_arg, nb::ha
   const std::vector<float> importance = PerToken<float>(importance_arg, "importance", tokens);
   if (level == kLevelText && token_ids.empty()) ThrowArgumentError("token_ids", "level \"text\" sends token ids: pass them");
   if (profile) ThrowIfError(profile->CheckShape(keys.layers, keys.channels, "the KV").WithContext("profile"));
-  std::vector<std::vector<uint8_t>> chunks;
+  // Each chunk is written straight into its final home once its size is known: the caller's `out` buffer,
+  // one chunk after the other, or a new bytes object (made with the GIL held).
+  std::optional<ByteView> out;
+  if (!out_arg.is_none()) out.emplace(out_arg, "out", Access::kWrite);
+  std::vector<uint64_t> ends;   // `out`: where each chunk ends
+  uint64_t short_of = 0;        // `out`: the size of the chunk that did not fit
+  const ChunkAllocator into_out = [&](uint64_t size) -> uint8_t* {
+    const uint64_t begin = ends.empty() ? 0 : ends.back();
+    if (size > out->size() - begin) {
+      short_of = size;
+      return nullptr;
+    }
+    ends.push_back(begin + size);
+    return out->writable_data() + begin;
+  };
+  std::vector<nb::bytes> chunks;
+  const ChunkAllocator into_bytes = [&chunks](uint64_t size) -> uint8_t* {
+    nb::gil_scoped_acquire acquire;
+    PyObject* bytes = size <= static_cast<uint64_t>(PY_SSIZE_T_MAX) ? PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size)) : nullptr;
+    if (!bytes) {
+      PyErr_Clear();  // reported as the codec's kResourceExhausted
+      return nullptr;
+    }
+    chunks.push_back(nb::steal<nb::bytes>(bytes));
+    return reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(bytes));
+  };
   {
     nb::gil_scoped_release release;
     std::vector<uint8_t> key_storage, value_storage;
@@ -91,14 +117,27 @@ std::vector<nb::bytes> Encode(nb::handle keys_arg, nb::handle values_arg, nb::ha
       in.token_begin = token_begin + t0;
       in.token_ids = token_ids.empty() ? nullptr : token_ids.data() + t0;
       in.importance = importance.empty() ? nullptr : importance.data() + t0;
-      Result<std::vector<uint8_t>> bytes = EncodeChunk(in, options);
-      chunks.push_back(ValueOrThrow(std::move(bytes)));
+      const Status encoded = EncodeChunkInto(in, options, out ? into_out : into_bytes).status();
+      if (short_of) {
+        throw StatusError(Status::ResourceExhausted(
+            "out: " + std::to_string(out->size()) + " bytes; chunk " + std::to_string(ends.size()) + " (" + std::to_string(short_of) +
+            " bytes) does not fit after the " + std::to_string(ends.empty() ? 0 : ends.back()) + " bytes of the chunks before it"));
+      }
+      ThrowIfError(encoded);
     }
   }
-  std::vector<nb::bytes> out;
-  out.reserve(chunks.size());
-  for (const std::vector<uint8_t>& c : chunks) out.emplace_back(c.data(), c.size());
-  return out;
+  nb::list result;
+  if (!out) {
+    for (nb::bytes& c : chunks) result.append(std::move(c));
+    return result;
+  }
+  const nb::object bytes_view = nb::steal(PyMemoryView_FromObject(out_arg.ptr())).attr("cast")("B");
+  uint64_t begin = 0;
+  for (uint64_t end : ends) {
+    result.append(bytes_view[nb::slice(static_cast<Py_ssize_t>(begin), static_cast<Py_ssize_t>(end))]);
+    begin = end;
+  }
+  return result;
 }
 
 void DecodeInto(nb::handle chunk_arg, nb::handle keys_arg, nb::handle values_arg, const Profile* profile,
@@ -174,11 +213,11 @@ void RegisterCodec(nb::module_& m) {
         nb::sig("def encode(keys: object, values: object, level: int | str, profile: Profile | None = None, "
                 "scheme: str = 'channel-uniform', chunk_tokens: int = 256, *, token_ids: collections.abc.Sequence[int] | None = None, "
                 "importance: collections.abc.Sequence[float] | None = None, fine_fraction: float = 0.08, fine_level: int | str = 2, "
-                "threads: int = 1, batch_index: int = 0) -> list[bytes]"),
+                "threads: int = 1, batch_index: int = 0, token_begin: int = 0, out: object | None = None) -> list[bytes] | list[memoryview]"),
         nb::arg("keys"), nb::arg("values"), nb::arg("level"), nb::arg("profile") = nb::none(),
         nb::arg("scheme") = "channel-uniform", nb::arg("chunk_tokens") = 256, nb::kw_only(), nb::arg("token_ids") = nb::none(),
         nb::arg("importance") = nb::none(), nb::arg("fine_fraction") = kDefaultFineFraction, nb::arg("fine_level") = 2,
-        nb::arg("threads") = 1, nb::arg("batch_index") = 0, nb::arg("token_begin") = 0,
+        nb::arg("threads") = 1, nb::arg("batch_index") = 0, nb::arg("token_begin") = 0, nb::arg("out") = nb::none(),
         "Encodes a context's KV into chunks of chunk_tokens tokens (the last may be shorter); returns their bytes.\n\n"
         "keys, values: one [layers][tokens][channels] array each, or a sequence of per-layer Hugging Face\n"
         "[batch][kv_heads][tokens][head_dim] arrays (row batch_index is encoded; these are gathered once, the\n"
@@ -188,7 +227,11 @@ void RegisterCodec(nb::module_& m) {
         "importance: per token attention received; with the transform and predicted schemes the fine_fraction\n"
         "most important tokens are coded at fine_level.\n"
         "token_begin: the context position of the arrays' first token (for a window of a context); positions\n"
-        "below 4 are the sink rows lossy chunks store exactly.");
+        "below 4 are the sink rows lossy chunks store exactly.\n"
+        "out: a writable buffer (bytearray, uint8 array) the chunks are written into one after the other;\n"
+        "they are then returned as memoryviews of it. For a caller that encodes again and again into memory\n"
+        "it keeps: a new bytes object is new memory, whose first touch the operating system pays for.\n"
+        "Too small: ResourceExhaustedError (what was written before stays).");
   m.def("decode_into", &DecodeInto,
         nb::sig("def decode_into(chunk: bytes | bytearray | memoryview, keys_out: object, values_out: object, "
                 "profile: Profile | None = None, *, token_offset: int = 0, threads: int = 1, batch_index: int = 0) -> None"),

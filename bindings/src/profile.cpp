@@ -1,6 +1,7 @@
 // kvstream.Profile: load, parse, inspect and learn a model's codec profile.
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,9 @@
 #include "bindings/src/errors.h"
 #include "bindings/src/module.h"
 #include "common/whole_file.h"
+#include "kvstream/model.h"
 #include "kvstream/profile.h"
+#include "measure/profile_learning.h"
 
 namespace kvstream::python {
 namespace {
@@ -21,9 +24,6 @@ namespace {
 namespace nb = nanobind;
 
 nb::object Measured(double value) { return std::isnan(value) ? nb::none() : nb::object(nb::float_(value)); }
-
-// 16 hex digits, as the CLI prints hashes.
-std::string HexHash(uint64_t hash) { return nb::cast<std::string>(nb::str("{:016x}").attr("format")(hash)); }
 
 nb::dict QualityDict(const LevelQuality& q) {
   nb::dict d;
@@ -38,7 +38,7 @@ nb::dict Summary(const Profile& p) {
   const ProfileSummary s = p.Summary();
   nb::dict d;
   d["model"] = p.model();
-  d["hash"] = HexHash(p.hash());
+  d["hash"] = HashHex(p.hash());
   d["bytes"] = p.bytes().size();
   d["layers"] = p.layers();
   d["channels"] = p.channels();
@@ -100,9 +100,49 @@ RopeLayout RopeLayoutArgument(const std::string& name) {
   ThrowArgumentError("rope_layout", "\"" + name + "\", expected \"interleaved\" (llama.cpp, llama2.c) or \"rotate-half\" (Hugging Face)");
 }
 
-Profile Learn(nb::handle samples_arg, const std::string& model, bool transform, bool predict, bool byte_predictors,
-              int rope_head_dim, float rope_theta, const std::string& rope_layout, int max_tables,
-              const std::vector<float>& ladder, float channel_exponent) {
+// Sample contexts as the caller passed them: a list of (keys, values) pairs in encode's layouts.
+struct Samples {
+  std::vector<KvArrays> keys, values;
+};
+
+Samples ImportSamples(nb::handle samples_arg) {
+  if (!PyList_Check(samples_arg.ptr()) && !PyTuple_Check(samples_arg.ptr())) {
+    ThrowArgumentError("samples", std::string("expected a list of (keys, values) pairs, got ") + Py_TYPE(samples_arg.ptr())->tp_name);
+  }
+  const nb::sequence samples = nb::borrow<nb::sequence>(samples_arg);
+  Samples out;
+  for (size_t i = 0; i < nb::len(samples); ++i) {
+    const std::string name = "samples[" + std::to_string(i) + "]";
+    nb::handle pair = samples[i];
+    if (!(PyTuple_Check(pair.ptr()) || PyList_Check(pair.ptr())) || nb::len(pair) != 2) {
+      ThrowArgumentError(name, "expected a (keys, values) pair");
+    }
+    out.keys.push_back(ImportKv(pair[0], name + "[0]", Access::kRead, 0));
+    out.values.push_back(ImportKv(pair[1], name + "[1]", Access::kRead, 0));
+    CheckSameShape(out.keys.back(), out.values.back(), name + "[0]", name + "[1]");
+  }
+  return out;
+}
+
+// The samples as [layers][tokens][channels] views; `storage` keeps the copies Hugging Face layouts need.
+std::vector<KvSample> SampleViews(const Samples& samples, std::vector<std::vector<uint8_t>>* storage) {
+  std::vector<KvSample> views;
+  storage->resize(samples.keys.size() * 2);
+  for (size_t i = 0; i < samples.keys.size(); ++i) {
+    views.push_back({DenseView(samples.keys[i], 0, &(*storage)[2 * i]), DenseView(samples.values[i], 0, &(*storage)[2 * i + 1])});
+  }
+  return views;
+}
+
+void CheckLadderSize(const std::vector<float>& ladder) {
+  if (ladder.size() > static_cast<size_t>(kMaxLossyLevel)) {
+    ThrowArgumentError("ladder", std::to_string(ladder.size()) + " steps, expected at most " + std::to_string(kMaxLossyLevel));
+  }
+}
+
+Profile LearnFromSamples(nb::handle samples_arg, const std::string& model, bool transform, bool predict, bool byte_predictors,
+                         int rope_head_dim, float rope_theta, const std::string& rope_layout, int max_tables,
+                         const std::vector<float>& ladder, float channel_exponent) {
   ProfileOptions options;
   if (model.size() > 255) ThrowArgumentError("model", std::to_string(model.size()) + " bytes, expected at most 255");
   options.model = model;
@@ -115,36 +155,71 @@ Profile Learn(nb::handle samples_arg, const std::string& model, bool transform, 
   if (max_tables < 1 || max_tables > 255) ThrowArgumentError("max_tables", std::to_string(max_tables) + ", expected 1..255");
   options.max_tables = max_tables;
   options.channel_exponent = channel_exponent;
-  if (!ladder.empty()) {
-    if (ladder.size() > static_cast<size_t>(kMaxLossyLevel)) {
-      ThrowArgumentError("ladder", std::to_string(ladder.size()) + " steps, expected at most " + std::to_string(kMaxLossyLevel));
-    }
-  }
-  if (!PyList_Check(samples_arg.ptr()) && !PyTuple_Check(samples_arg.ptr())) {
-    ThrowArgumentError("samples", std::string("expected a list of (keys, values) pairs, got ") + Py_TYPE(samples_arg.ptr())->tp_name);
-  }
-  const nb::sequence samples = nb::borrow<nb::sequence>(samples_arg);
-  if (nb::len(samples) == 0) ThrowArgumentError("samples", "empty; expected at least one (keys, values) context");
-  std::vector<KvArrays> keys, values;
-  for (size_t i = 0; i < nb::len(samples); ++i) {
-    const std::string name = "samples[" + std::to_string(i) + "]";
-    nb::handle pair = samples[i];
-    if (!(PyTuple_Check(pair.ptr()) || PyList_Check(pair.ptr())) || nb::len(pair) != 2) {
-      ThrowArgumentError(name, "expected a (keys, values) pair");
-    }
-    keys.push_back(ImportKv(pair[0], name + "[0]", Access::kRead, 0));
-    values.push_back(ImportKv(pair[1], name + "[1]", Access::kRead, 0));
-    CheckSameShape(keys.back(), values.back(), name + "[0]", name + "[1]");
-  }
+  CheckLadderSize(ladder);
+  const Samples samples = ImportSamples(samples_arg);
+  if (samples.keys.empty()) ThrowArgumentError("samples", "empty; expected at least one (keys, values) context");
   nb::gil_scoped_release release;
-  if (!ladder.empty()) options.ladder = LadderOfSteps(static_cast<int>(keys.front().layers), ladder);
+  if (!ladder.empty()) options.ladder = LadderOfSteps(static_cast<int>(samples.keys.front().layers), ladder);
   ProfileBuilder builder(options);
-  for (size_t i = 0; i < keys.size(); ++i) {
-    std::vector<uint8_t> key_storage, value_storage;
-    const Status added = builder.AddSample(DenseView(keys[i], 0, &key_storage), DenseView(values[i], 0, &value_storage));
-    ThrowIfError(added.WithContext("samples[" + std::to_string(i) + "]"));
+  std::vector<std::vector<uint8_t>> storage;
+  const std::vector<KvSample> views = SampleViews(samples, &storage);
+  for (size_t i = 0; i < views.size(); ++i) {
+    ThrowIfError(builder.AddSample(views[i].keys, views[i].values).WithContext("samples[" + std::to_string(i) + "]"));
   }
   return ValueOrThrow(builder.Build());
+}
+
+bool IsPath(nb::handle value) {
+  return PyUnicode_Check(value.ptr()) || PyBytes_Check(value.ptr()) || PyObject_HasAttrString(value.ptr(), "__fspath__");
+}
+
+// A str, bytes or os.PathLike as the file name it is; anything else names `name` in the error.
+std::string PathArgument(nb::handle value, const std::string& name) {
+  if (!IsPath(value)) ThrowArgumentError(name, std::string("expected a path, got ") + Py_TYPE(value.ptr())->tp_name);
+  return nb::cast<std::string>(nb::module_::import_("os").attr("fsdecode")(value));
+}
+
+// A list of paths (or one path) as strings.
+std::vector<std::string> TextPaths(nb::handle text) {
+  if (text.is_none()) return {kDefaultText};
+  if (IsPath(text)) return {PathArgument(text, "text")};
+  if (!PyList_Check(text.ptr()) && !PyTuple_Check(text.ptr())) {
+    ThrowArgumentError("text", std::string("expected a path or a list of paths, got ") + Py_TYPE(text.ptr())->tp_name);
+  }
+  std::vector<std::string> paths;
+  for (nb::handle item : nb::borrow<nb::sequence>(text)) paths.push_back(PathArgument(item, "text"));
+  return paths;
+}
+
+Profile Learn(nb::handle model_arg, nb::handle text, int contexts, int context_tokens, nb::handle samples_arg, int eval_tokens,
+              int chunk_tokens, bool transform, bool predict, bool byte_predictors, double fine_fraction, nb::handle fine_level_arg,
+              bool weigh_slices, const std::vector<float>& ladder, bool measure, int max_tables, float channel_exponent,
+              nb::handle tokenizer, int threads) {
+  const std::string model_name = PathArgument(model_arg, "model");
+  ProfileLearningOptions options;
+  options.texts = TextPaths(text);
+  options.contexts = contexts;
+  options.context_tokens = context_tokens;
+  options.eval_tokens = eval_tokens;
+  options.chunk_tokens = chunk_tokens;
+  options.profile.transform = transform;
+  options.profile.predict = predict;
+  options.profile.byte_predictors = byte_predictors;
+  options.profile.max_tables = max_tables;
+  options.profile.channel_exponent = channel_exponent;
+  options.fine = {fine_fraction, LevelArgument(fine_level_arg, "fine_level")};
+  options.weigh_slices = weigh_slices;
+  options.ladder_steps = ladder;
+  options.measure = measure;
+  LoadOptions load;
+  if (!tokenizer.is_none()) load.tokenizer_path = PathArgument(tokenizer, "tokenizer");
+  if (threads < 0 || threads > 1024) ThrowArgumentError("threads", std::to_string(threads) + ", expected 0..1024");
+  load.threads = threads;
+  const Samples samples = samples_arg.is_none() ? Samples{} : ImportSamples(samples_arg);
+  nb::gil_scoped_release release;
+  const std::unique_ptr<Model> model = ValueOrThrow(Model::Load(model_name, load));
+  std::vector<std::vector<uint8_t>> storage;
+  return ValueOrThrow(LearnProfile(*model, options, SampleViews(samples, &storage))).profile;
 }
 
 }  // namespace
@@ -164,7 +239,28 @@ void RegisterProfile(nb::module_& m) {
           },
           nb::sig("def from_bytes(data: bytes | bytearray | memoryview) -> Profile"), nb::arg("data"), "Parses profile bytes (untrusted: every count and table is checked).")
       .def_static("learn", &Learn,
-                  nb::sig("def learn(samples: collections.abc.Sequence[tuple[object, object]], *, model: str = '', transform: bool = False, "
+                  nb::sig("def learn(model: str | os.PathLike[str], *, text: str | os.PathLike[str] | collections.abc.Sequence[str | os.PathLike[str]] | None = None, "
+                          "contexts: int = 4, context_tokens: int = 512, samples: collections.abc.Sequence[tuple[object, object]] | None = None, "
+                          "eval_tokens: int = 128, chunk_tokens: int = 256, transform: bool = False, predict: bool = False, "
+                          "byte_predictors: bool = False, fine_fraction: float = 0.08, fine_level: int | str = 2, weigh_slices: bool = False, "
+                          "ladder: collections.abc.Sequence[float] = [], measure: bool = False, max_tables: int = 16, "
+                          "channel_exponent: float = 0.0, tokenizer: str | os.PathLike[str] | None = None, threads: int = 0) -> Profile"),
+                  nb::arg("model"), nb::kw_only(), nb::arg("text") = nb::none(), nb::arg("contexts") = 4, nb::arg("context_tokens") = 512,
+                  nb::arg("samples") = nb::none(), nb::arg("eval_tokens") = 128, nb::arg("chunk_tokens") = 256, nb::arg("transform") = false,
+                  nb::arg("predict") = false, nb::arg("byte_predictors") = false, nb::arg("fine_fraction") = kDefaultFineFraction,
+                  nb::arg("fine_level") = 2, nb::arg("weigh_slices") = false, nb::arg("ladder") = std::vector<float>{},
+                  nb::arg("measure") = false, nb::arg("max_tables") = 16, nb::arg("channel_exponent") = 0.0f,
+                  nb::arg("tokenizer") = nb::none(), nb::arg("threads") = 0,
+                  "Learns a model's profile as `kvstream profile` does, each keyword its flag (--context-tokens is\n"
+                  "context_tokens, ...): prefills `contexts` windows of the text with kvstream's reference engine,\n"
+                  "learns the profile, then codes the window after them at every level (measure=True also scores the\n"
+                  "eval_tokens after it and records each level's quality: see summary()).\n\n"
+                  "model: a short name (stories260K, tinystories656k, smollm2) or a checkpoint path.\n"
+                  "text: a file or a list of files (default GPL-3); window i comes from file i mod n.\n"
+                  "samples: (keys, values) pairs of another engine's KV of this model, in the model's own layout\n"
+                  "(like --kv-dump; contexts=0 to learn from them alone).")
+      .def_static("learn_from_samples", &LearnFromSamples,
+                  nb::sig("def learn_from_samples(samples: collections.abc.Sequence[tuple[object, object]], *, model: str = '', transform: bool = False, "
                           "predict: bool = False, byte_predictors: bool = False, rope_head_dim: int = 64, "
                           "rope_theta: float = 10000.0, rope_layout: str = 'interleaved', max_tables: int = 16, "
                           "ladder: collections.abc.Sequence[float] = [], channel_exponent: float = 0.0) -> Profile"),
@@ -172,8 +268,9 @@ void RegisterProfile(nb::module_& m) {
                   nb::arg("predict") = false, nb::arg("byte_predictors") = false, nb::arg("rope_head_dim") = 64,
                   nb::arg("rope_theta") = 10000.0f, nb::arg("rope_layout") = "interleaved", nb::arg("max_tables") = 16,
                   nb::arg("ladder") = std::vector<float>{}, nb::arg("channel_exponent") = 0.0f,
-                  "Learns a profile from sample contexts, as `kvstream profile` does from a model's prefills.\n\n"
+                  "Learns a profile from sample contexts alone, without a model (no held-out coding, no qualities).\n\n"
                   "samples: a list of (keys, values) pairs, each a context from position 0 in encode's layouts.\n"
+                  "model: the name recorded in the profile.\n"
                   "transform / predict: also learn those schemes (predict implies transform); their keys are\n"
                   "de-rotated with the model's RoPE (rope_head_dim, rope_theta, rope_layout: \"interleaved\" for\n"
                   "llama.cpp and llama2.c caches, \"rotate-half\" for Hugging Face's).\n"
@@ -203,7 +300,7 @@ void RegisterProfile(nb::module_& m) {
           nb::arg("scheme"), "Whether chunks of this scheme can be coded with it.")
       .def("summary", &Summary, nb::sig("def summary(self) -> dict[str, object]"), "What `kvstream inspect PROFILE` prints, as a dict.")
       .def("__repr__", [](const Profile& p) {
-        return "kvstream.Profile(model='" + p.model() + "', hash=" + HexHash(p.hash()) + ", layers=" + std::to_string(p.layers()) +
+        return "kvstream.Profile(model='" + p.model() + "', hash=" + HashHex(p.hash()) + ", layers=" + std::to_string(p.layers()) +
                ", channels=" + std::to_string(p.channels()) + ", levels=" + std::to_string(p.ladder().size()) + ")";
       });
 }

@@ -33,6 +33,12 @@ std::vector<LevelSpec> DefaultLadder(int layers) {
   return LadderOfSteps(layers, std::vector<float>(std::begin(kDefaultMultipliers), std::end(kDefaultMultipliers)));
 }
 
+std::string HashHex(uint64_t hash) {
+  char text[20];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
 std::vector<LevelSpec> LadderOfSteps(int /*layers*/, const std::vector<float>& multipliers) {
   std::vector<LevelSpec> ladder;
   for (size_t i = 0; i < multipliers.size(); ++i) {

@@ -486,7 +486,26 @@ float FineRowsThreshold(const float* importance, int64_t tokens, double fraction
   return *nth;
 }
 
-Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOptions& options) {
+namespace {
+
+// A chunk as the encoder leaves it: the header (with its segment index, fine-row map and CRC) and the
+// segments' payloads, which follow it in order.
+struct EncodedParts {
+  std::vector<uint8_t> header;
+  std::vector<std::vector<uint8_t>> payloads;
+  uint64_t total_bytes = 0;
+
+  void CopyTo(uint8_t* out) const {
+    std::memcpy(out, header.data(), header.size());
+    out += header.size();
+    for (const std::vector<uint8_t>& p : payloads) {
+      if (!p.empty()) std::memcpy(out, p.data(), p.size());
+      out += p.size();
+    }
+  }
+};
+
+Result<EncodedParts> EncodeParts(const ChunkInput& chunk, const EncodeOptions& options) {
   const LevelSpec* spec = nullptr;
   std::vector<LevelSpec> default_ladder;
   KVSTREAM_RETURN_IF_ERROR(ValidateInput(chunk, options, &spec, &default_ladder));
@@ -505,7 +524,9 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
       jobs.push_back({&chunk.values, l, 1});
     }
   }
-  std::vector<std::vector<uint8_t>> payloads(jobs.size());
+  EncodedParts parts;
+  std::vector<std::vector<uint8_t>>& payloads = parts.payloads;
+  payloads.resize(jobs.size());
   std::vector<EncodeStats> seg_stats(jobs.size());
   const int64_t sinks = lossy ? codec::SinkRows(chunk.token_begin, tokens) : 0;
   std::optional<codec::RopeTable> rope;  // the chunk's positions, shared by its key segments
@@ -569,8 +590,9 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
     }
     total += p.size();
   }
-  std::vector<uint8_t> out;
-  out.reserve(total);
+  parts.total_bytes = total;
+  std::vector<uint8_t>& out = parts.header;
+  out.reserve(header_bytes);
   ByteWriter w(&out);
   w.Raw(codec::kChunkMagic, 4);
   w.U16(codec::kChunkVersion);
@@ -608,8 +630,26 @@ Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOp
     w.Raw(map.data(), map.size());
   }
   w.U32(codec::Crc32c(out.data(), out.size()));
-  for (const auto& p : payloads) w.Raw(p.data(), p.size());
+  return parts;
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOptions& options) {
+  KVSTREAM_ASSIGN_OR_RETURN(EncodedParts parts, EncodeParts(chunk, options));
+  std::vector<uint8_t> out;
+  out.reserve(parts.total_bytes);
+  out.insert(out.end(), parts.header.begin(), parts.header.end());
+  for (const std::vector<uint8_t>& p : parts.payloads) out.insert(out.end(), p.begin(), p.end());
   return out;
+}
+
+Result<uint64_t> EncodeChunkInto(const ChunkInput& chunk, const EncodeOptions& options, const ChunkAllocator& allocate) {
+  KVSTREAM_ASSIGN_OR_RETURN(EncodedParts parts, EncodeParts(chunk, options));
+  uint8_t* out = allocate(parts.total_bytes);
+  if (!out) return Status::ResourceExhausted("encode: no memory for a chunk of " + std::to_string(parts.total_bytes) + " bytes");
+  parts.CopyTo(out);
+  return parts.total_bytes;
 }
 
 }  // namespace kvstream

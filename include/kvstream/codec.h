@@ -143,6 +143,13 @@ struct ChunkInfo {
 
 Result<std::vector<uint8_t>> EncodeChunk(const ChunkInput& chunk, const EncodeOptions& options);
 
+// The same chunk, written into memory the caller provides once its size is known: `allocate(n)` returns
+// n writable bytes (or null: kResourceExhausted), called once, from the calling thread, after every
+// segment is coded. Returns n. For callers that own the chunk's final home (a Python bytes object, a
+// registered send buffer), so that it is not copied there from a vector.
+using ChunkAllocator = std::function<uint8_t*(uint64_t bytes)>;
+Result<uint64_t> EncodeChunkInto(const ChunkInput& chunk, const EncodeOptions& options, const ChunkAllocator& allocate);
+
 // The fine_min_importance that selects `fraction` (in [0, 1]) of a context's tokens, `importance` holding
 // one value per position from 0: the value of the round(fraction x n)-th most important of its n tokens at
 // positions >= 4 (those before are stored exactly anyway; NaN counts as least important). Infinity when

@@ -44,6 +44,9 @@ std::vector<LevelSpec> DefaultLadder(int layers);
 // here (ProfileBuilder::Build refuses a ladder it cannot use).
 std::vector<LevelSpec> LadderOfSteps(int layers, const std::vector<float>& multipliers);
 
+// A profile's (or a chunk's profile) hash as 16 lowercase hex digits, as kvstream prints and compares them.
+std::string HashHex(uint64_t hash);
+
 // What a level costs in quality, when measured (kvstream eval / profile --measure); NaN when not.
 struct LevelQuality {
   double top1_agreement = std::numeric_limits<double>::quiet_NaN();

@@ -15,6 +15,9 @@
 
 namespace kvstream {
 
+// The default evaluation and sample text: real English prose that every Debian system has.
+inline constexpr const char* kDefaultText = "/usr/share/common-licenses/GPL-3";
+
 struct QualityOptions {
   int context_tokens = 1024;
   int eval_tokens = 256;

@@ -242,6 +242,31 @@ TEST(ChunkRoundTrip, ThreadsAndPoolsGiveIdenticalBytes) {
   EXPECT_EQ(b.bytes, d.bytes);
 }
 
+// EncodeChunkInto writes the same bytes into the caller's memory, asking for it once; a caller that has
+// none gets kResourceExhausted.
+TEST(ChunkRoundTrip, EncodeIntoCallersMemoryGivesTheSameBytes) {
+  const auto& kv = Kv();
+  for (Level level : {kLevelFp16, kLevelInt8, Level{3}}) {
+    EncodeOptions eo;
+    eo.level = level;
+    const ChunkInput in = {kv.cache.keys(), kv.cache.values()};
+    const std::vector<uint8_t> expected = MustEncode(in, eo);
+    std::vector<uint8_t> mine;
+    int calls = 0;
+    const Result<uint64_t> size = EncodeChunkInto(in, eo, [&](uint64_t n) {
+      ++calls;
+      mine.assign(n, 0xA5);
+      return mine.data();
+    });
+    ASSERT_TRUE(size.ok()) << size.status().ToString();
+    EXPECT_EQ(*size, expected.size());
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(mine, expected) << LevelName(level);
+    const Result<uint64_t> none = EncodeChunkInto(in, eo, [](uint64_t) { return nullptr; });
+    EXPECT_EQ(none.status().code(), StatusCode::kResourceExhausted);
+  }
+}
+
 // A context split into chunks (the last one partial) decodes chunk by chunk, in any order, into the
 // right place of one destination, and each chunk equals the same tokens encoded alone.
 TEST(ChunkRoundTrip, ChunksDecodeIndependentlyInAnyOrder) {

@@ -1,5 +1,6 @@
 """kvstream.encode / decode_into / inspect against the C++ command's chunk files, byte for byte."""
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -110,11 +111,41 @@ def test_profile_round_trips_and_summarises(profile_path, tmp_path):
     assert profile.supports("predicted") and "hash=" in repr(profile)
 
 
+def test_profile_learned_from_a_model_is_the_cli_profile(profile_path):
+    # The same flags as the fixture's `kvstream profile`, as keywords: the same bytes.
+    profile = kvstream.Profile.learn("stories260K", predict=True, contexts=4, context_tokens=256)
+    assert profile.to_bytes() == profile_path.read_bytes()
+
+
+def test_profile_learned_with_measure_records_each_levels_quality(dump):
+    # Another engine's KV as the samples (--kv-dump), the held-out window measured with the model.
+    profile = kvstream.Profile.learn("stories260K", contexts=0, samples=[(dump["k"], dump["v"])], context_tokens=64,
+                                     eval_tokens=32, ladder=[0.2, 0.5, 1.0], measure=True)
+    assert profile.levels == ["L1", "L2", "L3"]
+    quality = [lv["quality"]["channel-uniform"] for lv in profile.summary()["levels"]]
+    assert all(0 <= q["top1_agreement"] <= 1 and q["bits_per_value"] > 0 for q in quality)
+    assert quality[0]["bits_per_value"] > quality[2]["bits_per_value"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(contexts=0), "contexts = 0, expected 1..1024"),
+    (dict(context_tokens=8), "context_tokens = 8, expected 16..65536"),
+    (dict(ladder=[0.5, 0.2]), "ladder: the multipliers must increase"),
+    (dict(byte_predictors=True), "byte_predictors needs predict"),
+    (dict(fine_fraction=2.0), "fine_fraction = 2, expected 0..1"),
+    (dict(text=["/nonexistent/text"]), "/nonexistent/text"),
+    (dict(samples=[(np.zeros((2, 8, 4), np.float32), np.zeros((2, 8, 4), np.float32))]), "samples[0]"),
+])
+def test_profile_learn_names_the_bad_argument(kwargs, message):
+    with pytest.raises(kvstream.Error, match=re.escape(message)):
+        kvstream.Profile.learn("stories260K", context_tokens=kwargs.pop("context_tokens", 32), **kwargs)
+
+
 def test_profile_learned_from_arrays_codes_like_the_cli(dump, work):
     # Samples from other text than the dump: learn on the first 200 positions of two windows of it.
     keys, values = dump["k"], dump["v"]
-    profile = kvstream.Profile.learn([(keys[:, :200], values[:, :200]), (keys[:, 100:300], values[:, 100:300])],
-                                     model="stories260K")
+    profile = kvstream.Profile.learn_from_samples([(keys[:, :200], values[:, :200]), (keys[:, 100:300], values[:, 100:300])],
+                                                  model="stories260K")
     assert profile.model == "stories260K" and profile.levels == [f"L{i}" for i in range(1, 7)]
     with_profile = kvstream.encode(keys, values, 3, profile)
     assert kvstream.inspect(with_profile[0])["profile_hash"] == profile.hash
@@ -122,3 +153,19 @@ def test_profile_learned_from_arrays_codes_like_the_cli(dump, work):
     for c in with_profile:
         kvstream.decode_into(c, k, v, profile)
     assert np.sqrt(np.mean((k - keys) ** 2)) < 0.1 * np.std(keys)
+
+
+def test_encode_into_a_callers_buffer_gives_the_same_chunks(dump):
+    keys, values = dump["k"], dump["v"]
+    expected = kvstream.encode(keys, values, 3, chunk_tokens=128)
+    out = np.zeros(sum(map(len, expected)) + 7, np.uint8)
+    views = kvstream.encode(keys, values, 3, chunk_tokens=128, out=out)
+    assert [bytes(v) for v in views] == expected
+    assert all(isinstance(v, memoryview) for v in views)
+    assert bytes(out[:len(expected[0])]) == expected[0]  # the chunks are in out itself, one after the other
+    short = bytearray(len(expected[0]) + 10)
+    with pytest.raises(kvstream.ResourceExhaustedError, match=r"^out: .* chunk 1 \("):
+        kvstream.encode(keys, values, 3, chunk_tokens=128, out=short)
+    assert bytes(short[:len(expected[0])]) == expected[0]  # what was written before stays
+    with pytest.raises(kvstream.InvalidArgumentError, match=r"^out: expected a writable"):
+        kvstream.encode(keys, values, 3, out=bytes(100))

@@ -79,7 +79,7 @@ def test_bad_destinations_write_nothing(kv):
     k, v = sentinel((4, 300, 32))
     raises(E, r"layers", kvstream.decode_into, chunks[0], k, v)
     assert (k == 3).all() and (v == 3).all()
-    raises(E, r"^chunk: expected the chunk's bytes .* got int", kvstream.decode_into, 5, k, v)
+    raises(E, r"^chunk: expected bytes .* got int", kvstream.decode_into, 5, k, v)
     raises(E, r"^threads: 0", kvstream.decode_into, chunks[0], k, v, threads=0)
 
 
@@ -114,6 +114,7 @@ def test_profile_errors(kv, profile_path, tmp_path):
     k, v = np.zeros_like(keys), np.zeros_like(values)
     raises(kvstream.InvalidArgumentError, r"profile", kvstream.decode_into, chunks[0], k, v)
     raises(kvstream.InvalidArgumentError, r"^profile: ", kvstream.encode, keys[:4], values[:4], 2, profile)
-    raises(kvstream.InvalidArgumentError, r"^samples: empty", kvstream.Profile.learn, [])
-    raises(kvstream.InvalidArgumentError, r"^samples\[0\]: expected a \(keys, values\) pair", kvstream.Profile.learn, [keys])
-    raises(kvstream.InvalidArgumentError, r"^rope_layout: ", kvstream.Profile.learn, [(keys, values)], rope_layout="x")
+    raises(kvstream.InvalidArgumentError, r"^samples: empty", kvstream.Profile.learn_from_samples, [])
+    raises(kvstream.InvalidArgumentError, r"^samples\[0\]: expected a \(keys, values\) pair", kvstream.Profile.learn_from_samples, [keys])
+    raises(kvstream.InvalidArgumentError, r"^rope_layout: ", kvstream.Profile.learn_from_samples, [(keys, values)], rope_layout="x")
+    raises(kvstream.InvalidArgumentError, r"^model: expected a path, got int", kvstream.Profile.learn, 123)

@@ -22,3 +22,16 @@ def test_lossless_handoff_is_identical(example, engine):
     assert fp16["identical_tokens"] and fp16["top1_agreement"] == 1.0 and fp16["ppl_delta_pct"] == 0.0
     assert lossy["bytes"] * 3 < fp16["bytes"] and lossy["top1_agreement"] > 0.7
     assert fp16["kv_ready_ms"] > 0
+
+
+def test_hf_handoff_with_a_profile_learned_on_rotate_half_keys(tmp_path):
+    # The transform scheme undoes RoPE, so its profile must be learned on transformers' own (rotate-half) keys.
+    profile = tmp_path / "hf.kvprofile"
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "hf_handoff.py"), "--context-tokens", "192",
+                           "--eval-tokens", "32", "--generate-tokens", "4", "--methods", "kvstream-L3", "--scheme", "transform",
+                           "--learn-profile", str(profile), "--profile-contexts", "2", "--profile-context-tokens", "256",
+                           "--json"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = json.loads(done.stdout.splitlines()[-1])
+    assert row["scheme"] == "transform" and row["profile"] is not None and profile.exists()
+    assert row["bits_per_value"] < 4 and row["top1_agreement"] > 0.7

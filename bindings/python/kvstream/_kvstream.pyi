@@ -64,11 +64,26 @@ class Profile:
         """Parses profile bytes (untrusted: every count and table is checked)."""
 
     @staticmethod
-    def learn(samples: Sequence[tuple[object, object]], *, model: str = '', transform: bool = False, predict: bool = False, byte_predictors: bool = False, rope_head_dim: int = 64, rope_theta: float = 10000.0, rope_layout: str = 'interleaved', max_tables: int = 16, ladder: Sequence[float] = [], channel_exponent: float = 0.0) -> Profile:
+    def learn(model: str | os.PathLike[str], *, text: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None, contexts: int = 4, context_tokens: int = 512, samples: Sequence[tuple[object, object]] | None = None, eval_tokens: int = 128, chunk_tokens: int = 256, transform: bool = False, predict: bool = False, byte_predictors: bool = False, fine_fraction: float = 0.08, fine_level: int | str = 2, weigh_slices: bool = False, ladder: Sequence[float] = [], measure: bool = False, max_tables: int = 16, channel_exponent: float = 0.0, tokenizer: str | os.PathLike[str] | None = None, threads: int = 0) -> Profile:
         """
-        Learns a profile from sample contexts, as `kvstream profile` does from a model's prefills.
+        Learns a model's profile as `kvstream profile` does, each keyword its flag (--context-tokens is
+        context_tokens, ...): prefills `contexts` windows of the text with kvstream's reference engine,
+        learns the profile, then codes the window after them at every level (measure=True also scores the
+        eval_tokens after it and records each level's quality: see summary()).
+
+        model: a short name (stories260K, tinystories656k, smollm2) or a checkpoint path.
+        text: a file or a list of files (default GPL-3); window i comes from file i mod n.
+        samples: (keys, values) pairs of another engine's KV of this model, in the model's own layout
+        (like --kv-dump; contexts=0 to learn from them alone).
+        """
+
+    @staticmethod
+    def learn_from_samples(samples: Sequence[tuple[object, object]], *, model: str = '', transform: bool = False, predict: bool = False, byte_predictors: bool = False, rope_head_dim: int = 64, rope_theta: float = 10000.0, rope_layout: str = 'interleaved', max_tables: int = 16, ladder: Sequence[float] = [], channel_exponent: float = 0.0) -> Profile:
+        """
+        Learns a profile from sample contexts alone, without a model (no held-out coding, no qualities).
 
         samples: a list of (keys, values) pairs, each a context from position 0 in encode's layouts.
+        model: the name recorded in the profile.
         transform / predict: also learn those schemes (predict implies transform); their keys are
         de-rotated with the model's RoPE (rope_head_dim, rope_theta, rope_layout: "interleaved" for
         llama.cpp and llama2.c caches, "rotate-half" for Hugging Face's).
@@ -108,7 +123,7 @@ class Profile:
 
 CHUNK_FORMAT_VERSION: int = 7
 
-def encode(keys: object, values: object, level: int | str, profile: Profile | None = None, scheme: str = 'channel-uniform', chunk_tokens: int = 256, *, token_ids: Sequence[int] | None = None, importance: Sequence[float] | None = None, fine_fraction: float = 0.08, fine_level: int | str = 2, threads: int = 1, batch_index: int = 0) -> list[bytes]:
+def encode(keys: object, values: object, level: int | str, profile: Profile | None = None, scheme: str = 'channel-uniform', chunk_tokens: int = 256, *, token_ids: Sequence[int] | None = None, importance: Sequence[float] | None = None, fine_fraction: float = 0.08, fine_level: int | str = 2, threads: int = 1, batch_index: int = 0, token_begin: int = 0, out: object | None = None) -> list[bytes] | list[memoryview]:
     """
     Encodes a context's KV into chunks of chunk_tokens tokens (the last may be shorter); returns their bytes.
 
@@ -121,6 +136,10 @@ def encode(keys: object, values: object, level: int | str, profile: Profile | No
     most important tokens are coded at fine_level.
     token_begin: the context position of the arrays' first token (for a window of a context); positions
     below 4 are the sink rows lossy chunks store exactly.
+    out: a writable buffer (bytearray, uint8 array) the chunks are written into one after the other;
+    they are then returned as memoryviews of it. For a caller that encodes again and again into memory
+    it keeps: a new bytes object is new memory, whose first touch the operating system pays for.
+    Too small: ResourceExhaustedError (what was written before stays).
     """
 
 def decode_into(chunk: bytes | bytearray | memoryview, keys_out: object, values_out: object, profile: Profile | None = None, *, token_offset: int = 0, threads: int = 1, batch_index: int = 0) -> None:
