@@ -1,5 +1,7 @@
 // llama2.c's tokenizer (tokenizer.bin): sentencepiece BPE by piece score with <0xXX> byte fallback.
-#include <cstdio>
+// Vocabularies trained without byte fallback (character-level ones, say) have no byte pieces: there a
+// character the vocabulary lacks becomes the unknown piece, one <unk> for each run of such characters
+// (what the Hugging Face tokenizer here does with fuse_unk), and Decode drops it.
 #include <unordered_map>
 
 #include "model/binary_reader.h"
@@ -35,13 +37,6 @@ class Llama2cTokenizer final : public Tokenizer {
     }
   }
   Status Check(const std::string& path) const {
-    for (int b = 0; b < 256; ++b) {
-      if (byte_ids_[b] < 0) {
-        char name[8];
-        std::snprintf(name, sizeof name, "<0x%02X>", b);
-        return Status::CorruptData(path + ": byte-fallback piece " + name + " is missing from the vocabulary");
-      }
-    }
     if (!ids_.count(" ")) return Status::CorruptData(path + ": the vocabulary has no ' ' piece (dummy prefix)");
     return Status::Ok();
   }
@@ -55,12 +50,14 @@ class Llama2cTokenizer final : public Tokenizer {
       auto it = c.valid ? ids_.find(text.substr(c.offset, c.length)) : ids_.end();
       if (it != ids_.end()) {
         symbols.push_back(it->second);
-      } else {
+      } else if (HasBytePieces(text, c)) {
         for (uint32_t k = 0; k < c.length; ++k) symbols.push_back(byte_ids_[static_cast<uint8_t>(text[c.offset + k])]);
+      } else if (symbols.back() != kUnk) {
+        symbols.push_back(kUnk);
       }
     }
     const std::vector<int> merged = BpeMerge(std::move(symbols), [this](int a, int b, double* priority, int* id) {
-      if (BytePieceValue(pieces_[a]) >= 0 || BytePieceValue(pieces_[b]) >= 0) return false;
+      if (a == kUnk || b == kUnk || BytePieceValue(pieces_[a]) >= 0 || BytePieceValue(pieces_[b]) >= 0) return false;
       auto it = ids_.find(pieces_[a] + pieces_[b]);
       if (it == ids_.end()) return false;
       *priority = -static_cast<double>(scores_[it->second]);
@@ -97,6 +94,13 @@ class Llama2cTokenizer final : public Tokenizer {
 
  private:
   static constexpr int kUnk = 0, kBos = 1, kEos = 2;  // fixed by llama2.c
+  // Whether every byte of character `c` of `text` has a byte piece (all do, or none, in known vocabularies).
+  bool HasBytePieces(const std::string& text, const Utf8Char& c) const {
+    for (uint32_t k = 0; k < c.length; ++k) {
+      if (byte_ids_[static_cast<uint8_t>(text[c.offset + k])] < 0) return false;
+    }
+    return true;
+  }
   std::vector<std::string> pieces_;
   std::vector<float> scores_;
   std::vector<int> byte_ids_;

@@ -2,7 +2,11 @@
 // the GPT-2 pre-tokenizer split.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 
 #include "model/loaders.h"
 #include "model/tokenizers.h"
@@ -48,6 +52,32 @@ TEST(Llama2cTokenizer, RoundTrips) {
   auto tok = model::LoadLlama2cTokenizer(model.substr(0, model.find_last_of('/')) + "/tok512.bin", 512);
   ASSERT_TRUE(tok.ok()) << tok.status().ToString();
   ExpectRoundTrips(**tok);
+}
+
+// A vocabulary without byte pieces (trained without byte fallback, e.g. character-level): it loads, a run
+// of characters it lacks becomes one <unk>, and Decode drops it.
+TEST(Llama2cTokenizer, WithoutBytePiecesUnknownCharactersBecomeUnk) {
+  const std::string path = ::testing::TempDir() + "kvstream_char_tokenizer_" + std::to_string(::getpid()) + ".bin";
+  const std::vector<std::pair<std::string, float>> vocab = {{"<unk>", 0}, {"<s>", 0}, {"</s>", 0}, {" ", 0}, {"a", 0},
+                                                            {"b", 0}, {"c", 0}, {" a", 5}, {"ab", 3}};
+  {
+    std::ofstream out(path, std::ios::binary);
+    const auto put = [&](auto v) { out.write(reinterpret_cast<const char*>(&v), sizeof v); };
+    put(int32_t{5});  // max_token_length: "<unk>"
+    for (const auto& [piece, score] : vocab) {
+      put(score);
+      put(static_cast<int32_t>(piece.size()));
+      out.write(piece.data(), static_cast<std::streamsize>(piece.size()));
+    }
+  }
+  auto tok = model::LoadLlama2cTokenizer(path, static_cast<int>(vocab.size()));
+  std::remove(path.c_str());
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  // " a" (score 5) merges before "ab" (3); the tab, tab, x and e-acute run is one <unk>.
+  const std::vector<int> ids = (*tok)->Encode("ab\t\tx\xC3\xA9" "a", false);
+  EXPECT_EQ(ids, (std::vector<int>{7, 5, 0, 4}));
+  EXPECT_EQ((*tok)->Decode(ids), "aba");
+  EXPECT_EQ((*tok)->Encode("cab", true), (std::vector<int>{1, 3, 6, 8}));
 }
 
 TEST(HfTokenizer, EncodesTheReferencePromptLikeTokenizersJson) {
