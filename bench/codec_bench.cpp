@@ -71,8 +71,7 @@ Status DecodeRange(const KvCodec& codec, const Encoded& enc, std::vector<KvChunk
 // What a method gives on one window's chunks: sizes summed over them and the quality of the decoded KV.
 struct WindowSums {
   double charged_bits = 0, entropy_coded_bits = 0, entropy_ideal_bits = 0;
-  double ppl_delta_pct = 0, kl_mean = 0, top1_agreement = 0, top1_min = 1;
-  int windows = 0;
+  std::vector<QualityReport> quality;  // one per window
 };
 
 Status MeasureWindow(const KvCodec& codec, const std::vector<KvChunk16>& chunks, const QualityMeter& meter,
@@ -83,23 +82,27 @@ Status MeasureWindow(const KvCodec& codec, const std::vector<KvChunk16>& chunks,
   sums->entropy_coded_bits += enc.entropy_coded_bits;
   sums->entropy_ideal_bits += enc.entropy_ideal_bits;
   KVSTREAM_ASSIGN_OR_RETURN(QualityReport q, MeasureCodec(meter, codec, chunk_tokens));
-  sums->ppl_delta_pct += q.ppl_delta_pct;
-  sums->kl_mean += q.kl_mean;
-  sums->top1_agreement += q.top1_agreement;
-  sums->top1_min = std::min(sums->top1_min, q.top1_agreement);
-  ++sums->windows;
+  sums->quality.push_back(std::move(q));
   return Status::Ok();
 }
 
 // The row's sizes and quality from its sums; `values` per window; fp16 and int8 the ratios' sums.
 void FinishRow(const WindowSums& sums, double values, const WindowSums& fp16, const WindowSums& int8, CodecBenchRow* row) {
-  const double n = sums.windows;
+  const double n = static_cast<double>(sums.quality.size());
   row->bits_per_value = sums.charged_bits / (values * n);
   if (sums.entropy_ideal_bits > 0) row->entropy_overhead_pct = 100.0 * (sums.entropy_coded_bits / sums.entropy_ideal_bits - 1.0);
-  row->ppl_delta_pct = sums.ppl_delta_pct / n;
-  row->kl_mean = sums.kl_mean / n;
-  row->top1_agreement = sums.top1_agreement / n;
-  if (sums.windows > 1) row->top1_agreement_min = sums.top1_min;
+  const QualityReport mean = MeanOfWindows(sums.quality);
+  row->ppl_delta_pct = mean.ppl_delta_pct;
+  row->ppl_delta_stderr = mean.ppl_delta_stderr;
+  row->kl_mean = mean.kl_mean;
+  row->top1_agreement = mean.top1_agreement;
+  row->top1_stderr = mean.top1_stderr;
+  row->negligible = IsNegligible(mean);
+  if (sums.quality.size() > 1) {
+    row->top1_agreement_min = std::min_element(sums.quality.begin(), sums.quality.end(), [](const QualityReport& a, const QualityReport& b) {
+                                return a.top1_agreement < b.top1_agreement;
+                              })->top1_agreement;
+  }
   row->ratio_vs_fp16 = fp16.charged_bits / sums.charged_bits;
   row->ratio_vs_int8 = int8.charged_bits / sums.charged_bits;
 }

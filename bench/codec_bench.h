@@ -26,8 +26,8 @@ struct CodecBenchOptions {
   std::string model = "smollm2";
   std::string text = "/usr/share/common-licenses/GPL-3";
   int context_tokens = 2048;
-  int eval_tokens = 256;
-  int windows = 1;  // windows of context + eval tokens scored (see above)
+  int eval_tokens = 1024;
+  int windows = 2;  // windows of context + eval tokens scored (see above)
   int chunk_tokens = 256;
   int threads = 1;       // for decode_gbps
   int repetitions = 3;   // timing: best of
@@ -51,8 +51,11 @@ struct CodecBenchRow {
   double decode_gbps_per_core = 0;
   double decode_gbps = 0;
   double ppl_delta_pct = 0;
+  double ppl_delta_stderr = 0;  // standard errors of the windows' mean (QualityReport)
   double kl_mean = 0;
   double top1_agreement = 0;
+  double top1_stderr = 0;
+  bool negligible = false;  // IsNegligible of the mean
   std::optional<double> top1_agreement_min;  // the lowest window's, with more than one window
   // cachegen-ref only: the rANS payload against the ideal arithmetic-coding size under the released
   // 16-bit CDFs, and the released layout's byte breakdown.

@@ -70,9 +70,11 @@ Result<QualityMeter> QualityMeter::Create(const Model& model, std::vector<int> t
   const int vocab = model.config().vocab_size;
   std::vector<double> lp;
   double nll = 0;
+  meter.reference_token_nll_.resize(static_cast<size_t>(M));
   for (int i = 0; i < M; ++i) {
     LogSoftmax(meter.reference_logits_.data() + static_cast<size_t>(i) * vocab, vocab, lp);
-    nll -= lp[meter.tokens_[T + i + 1]];
+    meter.reference_token_nll_[static_cast<size_t>(i)] = -lp[meter.tokens_[T + i + 1]];
+    nll += meter.reference_token_nll_[static_cast<size_t>(i)];
   }
   meter.reference_nll_ = nll / M;
   return meter;
@@ -95,6 +97,7 @@ Result<QualityReport> QualityMeter::Measure(const std::string& method, const KvC
   r.method = method;
   r.bits_per_value = bits_per_value;
   std::vector<double> lp_ref, lp;
+  std::vector<double> nll_change(static_cast<size_t>(M));  // per token: NLL transformed - NLL original
   double nll = 0, kl = 0;
   int agree = 0;
   for (int i = 0; i < M; ++i) {
@@ -103,6 +106,7 @@ Result<QualityReport> QualityMeter::Measure(const std::string& method, const KvC
     LogSoftmax(ref, vocab, lp_ref);
     LogSoftmax(got, vocab, lp);
     nll -= lp[tokens_[T + i + 1]];
+    nll_change[static_cast<size_t>(i)] = -lp[tokens_[T + i + 1]] - reference_token_nll_[static_cast<size_t>(i)];
     double k = 0;
     for (int j = 0; j < vocab; ++j) k += std::exp(lp_ref[j]) * (lp_ref[j] - lp[j]);
     kl += std::max(k, 0.0);  // rounding can make an identical pair a hair negative
@@ -113,7 +117,35 @@ Result<QualityReport> QualityMeter::Measure(const std::string& method, const KvC
   r.ppl_delta_pct = 100.0 * (r.ppl / r.ppl_reference - 1.0);
   r.kl_mean = kl / M;
   r.top1_agreement = static_cast<double>(agree) / M;
+  r.top1_stderr = std::sqrt(r.top1_agreement * (1.0 - r.top1_agreement) / M);
+  // ppl / ppl_reference = exp(mean NLL change), so its standard error is exp(mean) times the mean's.
+  double mean_change = 0, spread = 0;
+  for (double d : nll_change) mean_change += d / M;
+  for (double d : nll_change) spread += (d - mean_change) * (d - mean_change);
+  const double mean_stderr = M > 1 ? std::sqrt(spread / (M - 1) / M) : 0.0;
+  r.ppl_delta_stderr = 100.0 * std::exp(mean_change) * mean_stderr;
   return r;
+}
+
+QualityReport MeanOfWindows(const std::vector<QualityReport>& windows) {
+  QualityReport mean = windows.front();
+  const double n = static_cast<double>(windows.size());
+  mean.ppl = mean.ppl_reference = mean.ppl_delta_pct = mean.kl_mean = mean.top1_agreement = mean.bits_per_value = 0;
+  double top1_var = 0, ppl_delta_var = 0;
+  for (const QualityReport& r : windows) {
+    mean.ppl += r.ppl / n;
+    mean.ppl_reference += r.ppl_reference / n;
+    mean.ppl_delta_pct += r.ppl_delta_pct / n;
+    mean.kl_mean += r.kl_mean / n;
+    mean.top1_agreement += r.top1_agreement / n;
+    mean.bits_per_value += r.bits_per_value / n;
+    top1_var += r.top1_stderr * r.top1_stderr;
+    ppl_delta_var += r.ppl_delta_stderr * r.ppl_delta_stderr;
+  }
+  mean.top1_stderr = std::sqrt(top1_var) / n;
+  mean.ppl_delta_stderr = std::sqrt(ppl_delta_var) / n;
+  mean.windows = static_cast<int>(windows.size());
+  return mean;
 }
 
 }  // namespace kvstream

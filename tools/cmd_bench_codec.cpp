@@ -107,8 +107,8 @@ Status Run(const Args& args) {
                     static_cast<long long>(calibration.first_token + calibration.tokens), calibration.text.c_str());
       }
       std::printf("\n");
-      std::printf("%-18s %-5s %8s %7s %7s %8s %8s %8s %8s %8s %9s %7s%s\n", "method", "level", "bits/val", "x fp16",
-                  "x int8", "entr+%", "enc GB/s", "dec GB/s", "decN GB/s", "ppl +%", "KL", "top-1",
+      std::printf("%-18s %-5s %8s %7s %7s %8s %8s %8s %8s %16s %9s %14s%s\n", "method", "level", "bits/val", "x fp16",
+                  "x int8", "entr+%", "enc GB/s", "dec GB/s", "decN GB/s", "ppl +% ± se", "KL", "top-1 ± se",
                   c.windows > 1 ? "  min" : "");
     }
     std::fflush(stdout);
@@ -126,8 +126,11 @@ Status Run(const Args& args) {
       j["decode_gbps_per_core"] = r.decode_gbps_per_core;
       j["decode_gbps"] = r.decode_gbps;
       j["ppl_delta_pct"] = r.ppl_delta_pct;
+      j["ppl_delta_stderr"] = r.ppl_delta_stderr;
       j["kl_mean"] = r.kl_mean;
       j["top1_agreement"] = r.top1_agreement;
+      j["top1_stderr"] = r.top1_stderr;
+      j["negligible"] = r.negligible;
       if (r.top1_agreement_min) j["top1_agreement_min"] = *r.top1_agreement_min;
       if (r.rans_vs_ac16_pct) {
         j["rans_vs_ac16_pct"] = *r.rans_vs_ac16_pct;
@@ -142,12 +145,12 @@ Status Run(const Args& args) {
     } else {
       char entropy[32] = "-";
       if (r.entropy_overhead_pct) std::snprintf(entropy, sizeof entropy, "%.3f", *r.entropy_overhead_pct);
-      std::printf("%-18s %-5s %8.3f %7.2f %7.2f %8s %8.3f %8.3f %8.3f %8.3f %9.2e %7.4f", r.method.c_str(),
+      std::printf("%-18s %-5s %8.3f %7.2f %7.2f %8s %8.3f %8.3f %8.3f %+8.3f ±%-6.3f %9.2e %7.4f ±%-6.4f", r.method.c_str(),
                   LevelName(r.level).c_str(), r.bits_per_value, r.ratio_vs_fp16, r.ratio_vs_int8, entropy,
-                  r.encode_gbps_per_core, r.decode_gbps_per_core, r.decode_gbps, r.ppl_delta_pct, r.kl_mean,
-                  r.top1_agreement);
+                  r.encode_gbps_per_core, r.decode_gbps_per_core, r.decode_gbps, r.ppl_delta_pct, r.ppl_delta_stderr,
+                  r.kl_mean, r.top1_agreement, r.top1_stderr);
       if (r.top1_agreement_min) std::printf(" %7.4f", *r.top1_agreement_min);
-      std::printf("\n");
+      std::printf("%s\n", r.negligible ? "  negligible" : "");
       if (r.rans_vs_ac16_pct) {
         std::printf("  cachegen-ref check: rANS payload vs ideal 16-bit arithmetic coding %+.3f%% (%s 1%%)\n",
                     *r.rans_vs_ac16_pct, std::abs(*r.rans_vs_ac16_pct) <= 1.0 ? "within" : "NOT within");
@@ -167,10 +170,12 @@ KVSTREAM_REGISTER_COMMAND(bench_codec, {
     "  --model NAME|PATH        model whose KV is measured (default smollm2)\n"
     "  --text FILE              text of the context (default /usr/share/common-licenses/GPL-3)\n"
     "  --context-tokens N       tokens of context compressed (default 2048)\n"
-    "  --eval-tokens M          continuation tokens scored by the quality meter (default 256)\n"
+    "  --eval-tokens M          continuation tokens scored by the quality meter (default 1024)\n"
     "  --windows W              score W windows of context + eval tokens, one after the other through the\n"
     "                           text (as kvstream eval --windows): sizes over all, quality their mean and\n"
-    "                           the lowest top-1 (top1_agreement_min); speeds from the first (default 1)\n"
+    "                           the lowest top-1 (top1_agreement_min), standard errors of the mean over\n"
+    "                           all scored tokens, negligible when ppl <= +1 % and top-1 >= 98 %; speeds\n"
+    "                           from the first (default 2)\n"
     "  --chunk-tokens N         tokens per chunk (default 256)\n"
     "  --threads N              threads for the decode_gbps column (default 1)\n"
     "  --repetitions R          timing repetitions, best taken (default 3)\n"

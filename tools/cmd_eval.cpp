@@ -1,4 +1,5 @@
 // `kvstream eval`: what each KV transformation costs the model, measured by the quality meter.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -17,24 +18,23 @@ void PrintRow(bool json, const std::string& method, const std::string& window, c
               const QualityOptions& options) {
   if (json) {
     std::printf("{\"method\": \"%s\", \"window\": \"%s\", \"ppl\": %.6f, \"ppl_reference\": %.6f, "
-                "\"ppl_delta_pct\": %.6f, \"kl_mean\": %.8g, \"top1_agreement\": %.6f, \"bits_per_value\": %.6f, "
-                "\"context_tokens\": %d, \"eval_tokens\": %d}\n",
-                method.c_str(), window.c_str(), r.ppl, r.ppl_reference, r.ppl_delta_pct, r.kl_mean, r.top1_agreement,
-                r.bits_per_value, options.context_tokens, options.eval_tokens);
+                "\"ppl_delta_pct\": %.6f, \"ppl_delta_stderr\": %.6f, \"kl_mean\": %.8g, \"top1_agreement\": %.6f, "
+                "\"top1_stderr\": %.6f, \"negligible\": %s, \"bits_per_value\": %.6f, \"context_tokens\": %d, "
+                "\"eval_tokens\": %d, \"windows\": %d}\n",
+                method.c_str(), window.c_str(), r.ppl, r.ppl_reference, r.ppl_delta_pct, r.ppl_delta_stderr, r.kl_mean,
+                r.top1_agreement, r.top1_stderr, IsNegligible(r) ? "true" : "false", r.bits_per_value, options.context_tokens,
+                options.eval_tokens, r.windows);
   } else {
-    std::printf("%-16s %6s %8.3f %12.4f %12.4f %12.3e %10.4f\n", method.c_str(), window.c_str(), r.bits_per_value, r.ppl,
-                r.ppl_delta_pct, r.kl_mean, r.top1_agreement);
+    std::printf("%-16s %6s %8.3f %12.4f %+9.3f ±%-6.3f %12.3e %8.4f ±%-6.4f %s\n", method.c_str(), window.c_str(),
+                r.bits_per_value, r.ppl, r.ppl_delta_pct, r.ppl_delta_stderr, r.kl_mean, r.top1_agreement, r.top1_stderr,
+                IsNegligible(r) ? "negligible" : "");
   }
   std::fflush(stdout);
 }
 
 Status RunEval(const Args& args) {
-  KVSTREAM_ASSIGN_OR_RETURN(int64_t context, args.GetInt("context-tokens", 1024));
-  KVSTREAM_ASSIGN_OR_RETURN(int64_t eval, args.GetInt("eval-tokens", 256));
-  KVSTREAM_ASSIGN_OR_RETURN(int64_t windows, args.GetInt("windows", 1));
-  if (context < 1 || context > (1 << 20) || eval < 1 || eval > (1 << 20) || windows < 1 || windows > 64) {
-    return Status::InvalidArgument("--context-tokens and --eval-tokens must be in 1..1048576, --windows in 1..64");
-  }
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t windows, args.GetInt("windows", 2));
+  if (windows < 1 || windows > 64) return Status::InvalidArgument("--windows = " + std::to_string(windows) + ", expected 1..64");
   Result<std::vector<const KvMethod*>> selected = SelectKvMethods(SplitList(args.GetString("methods", "all")));
   if (!selected.ok()) return selected.status().WithContext("--methods");
   const std::vector<const KvMethod*> methods = *selected;
@@ -51,6 +51,14 @@ Status RunEval(const Args& args) {
     KVSTREAM_RETURN_IF_ERROR(ParseFineRows(args, &codec.fine.fraction, &codec.fine.level));
   }
   KVSTREAM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelFromArgs(args));
+  // Headline quality wants >= 2 windows x 1024 scored tokens after 2048-token contexts; a model that holds
+  // fewer positions gets half of them as context and a quarter scored.
+  const int positions = model->config().max_seq_len;
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t context, args.GetInt("context-tokens", std::min(2048, positions / 2)));
+  KVSTREAM_ASSIGN_OR_RETURN(int64_t eval, args.GetInt("eval-tokens", std::min(1024, positions / 4)));
+  if (context < 1 || context > (1 << 20) || eval < 1 || eval > (1 << 20)) {
+    return Status::InvalidArgument("--context-tokens and --eval-tokens must be in 1..1048576");
+  }
   const std::string text = args.GetString("text", kDefaultText);
   KVSTREAM_ASSIGN_OR_RETURN(std::vector<int> tokens, TokenizeFile(*model, text));
   QualityOptions options;
@@ -66,8 +74,8 @@ Status RunEval(const Args& args) {
   if (!json) {
     std::printf("model %s, text %s, context %d tokens, %d evaluated, %lld window(s)\n\n", model->config().name.c_str(),
                 text.c_str(), options.context_tokens, options.eval_tokens, static_cast<long long>(windows));
-    std::printf("%-16s %6s %8s %12s %12s %12s %10s\n", "method", "window", "bits", "ppl", "ppl_delta_%", "kl_mean",
-                "top1_agree");
+    std::printf("%-16s %6s %8s %12s %17s %12s %15s\n", "method", "window", "bits", "ppl", "ppl_delta_% ± se", "kl_mean",
+                "top1 ± se");
   }
   // Windows follow each other through the text: window w prefills tokens [w (T + M), w (T + M) + T).
   std::vector<std::vector<QualityReport>> reports(methods.size());
@@ -83,19 +91,7 @@ Status RunEval(const Args& args) {
   }
   if (windows == 1) return Status::Ok();
   // Every window scores the same number of positions, so the means are those over all of them.
-  for (size_t i = 0; i < methods.size(); ++i) {
-    QualityReport mean = reports[i][0];
-    mean.ppl = mean.ppl_reference = mean.ppl_delta_pct = mean.kl_mean = mean.top1_agreement = mean.bits_per_value = 0;
-    for (const QualityReport& r : reports[i]) {
-      mean.ppl += r.ppl / static_cast<double>(windows);
-      mean.ppl_reference += r.ppl_reference / static_cast<double>(windows);
-      mean.ppl_delta_pct += r.ppl_delta_pct / static_cast<double>(windows);
-      mean.kl_mean += r.kl_mean / static_cast<double>(windows);
-      mean.top1_agreement += r.top1_agreement / static_cast<double>(windows);
-      mean.bits_per_value += r.bits_per_value / static_cast<double>(windows);
-    }
-    PrintRow(json, methods[i]->name, "mean", mean, options);
-  }
+  for (size_t i = 0; i < methods.size(); ++i) PrintRow(json, methods[i]->name, "mean", MeanOfWindows(reports[i]), options);
   return Status::Ok();
 }
 
@@ -110,13 +106,16 @@ KVSTREAM_REGISTER_COMMAND(eval, {
     "Prefills the first T tokens of the text, passes the KV cache through each method, then scores the next\n"
     "M tokens teacher-forced against the same run with the original fp32 cache: perplexity, its change in\n"
     "percent, mean KL(original || transformed) of the next-token distributions, top-1 agreement. With\n"
-    "--windows W, W windows of T + M tokens one after the other through the text, each scored alike, then\n"
-    "their means (top-1 agreement over M positions moves by a few positions from one window to the next).\n\n"
+    "W windows of T + M tokens one after the other through the text are scored alike, then their means. Each\n"
+    "figure has its standard error over the scored tokens (of the mean: over all windows' tokens); a method\n"
+    "is marked negligible when its ppl change is at most +1 % and its top-1 agreement at least 98 %.\n\n"
     "  --model M             model short name (stories260K, tinystories656k, smollm2) or a path (required)\n"
     "  --text FILE           text to evaluate on (default /usr/share/common-licenses/GPL-3)\n"
-    "  --context-tokens T    tokens prefilled into the KV cache (default 1024)\n"
-    "  --eval-tokens M       tokens scored after the context (default 256); the text needs T + M + 1 tokens\n"
-    "  --windows W           windows scored, each of T + M tokens after the previous one (default 1)\n"
+    "  --context-tokens T    tokens prefilled into the KV cache (default 2048, or half the positions the\n"
+    "                        model holds when fewer: 256 for the tiny models)\n"
+    "  --eval-tokens M       tokens scored after the context (default 1024, or a quarter of the model's\n"
+    "                        positions); the text needs W x (T + M) + 1 tokens\n"
+    "  --windows W           windows scored, each of T + M tokens after the previous one (default 2)\n"
     "  --methods LIST        comma-separated methods, or all (default all):\n" +
         KvMethodsHelp() +
         "  --profile P           code the kvstream levels against this profile (kvstream profile) instead of\n"
@@ -125,8 +124,9 @@ KVSTREAM_REGISTER_COMMAND(eval, {
         "                        need a --profile made with --transform or --predict)\n" +
         FineRowsHelp(24) +
         "  --json                one JSON object per line per method and window, keys: method, window (its\n"
-        "                        number, or mean), ppl, ppl_reference, ppl_delta_pct, kl_mean, top1_agreement,\n"
-        "                        bits_per_value, context_tokens, eval_tokens\n"
+        "                        number, or mean), ppl, ppl_reference, ppl_delta_pct, ppl_delta_stderr,\n"
+        "                        kl_mean, top1_agreement, top1_stderr, negligible, bits_per_value,\n"
+        "                        context_tokens, eval_tokens, windows\n"
         "  --tokenizer PATH      tokenizer overriding the one beside the model (default: found with the model)\n"
         "  --threads N           OpenBLAS threads for the forward pass (default 0 = all cores)",
     {"model", "text", "context-tokens", "eval-tokens", "windows", "methods", "profile", "scheme", "fine-fraction",

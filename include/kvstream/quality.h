@@ -31,7 +31,26 @@ struct QualityReport {
   double ppl_delta_pct = 0;   // 100 * (ppl / ppl_reference - 1)
   double kl_mean = 0;         // mean over the M positions of KL(original || transformed), nats
   double top1_agreement = 0;  // fraction of positions whose argmax is unchanged
+  // Standard errors over the scored tokens (each taken as independent): of top1_agreement, sqrt(p (1 - p) / M);
+  // of ppl_delta_pct, from the per-token change of the log-likelihood (delta method). Means over windows
+  // (MeanOfWindows) carry those of their mean.
+  double top1_stderr = 0;
+  double ppl_delta_stderr = 0;
+  int windows = 1;  // how many windows the figures are the mean of
 };
+
+// A transformation costs negligible quality when its mean over the scored tokens is at most +1 %
+// perplexity and at least 98 % top-1 agreement (both; the standard errors say whether that holds up).
+inline constexpr double kNegligiblePplDeltaPct = 1.0;
+inline constexpr double kNegligibleTop1 = 0.98;
+inline bool IsNegligible(const QualityReport& r) {
+  return r.ppl_delta_pct <= kNegligiblePplDeltaPct && r.top1_agreement >= kNegligibleTop1;
+}
+
+// The mean of one method's reports over windows that each scored the same number of tokens: every figure
+// the windows' mean, the standard errors those of that mean (windows independent: sqrt(sum se^2) / n).
+// `windows` must not be empty.
+QualityReport MeanOfWindows(const std::vector<QualityReport>& windows);
 
 // Measures several transformed caches against one reference pass (the prefill and the reference scoring
 // run once). Tokens [0, T) are the context; tokens [T, T+M) are fed teacher-forced and the logits after
@@ -55,6 +74,7 @@ class QualityMeter {
   KvCache context_;
   std::vector<float> reference_logits_;  // eval_tokens * vocab
   double reference_nll_ = 0;             // mean negative log-likelihood with the original cache
+  std::vector<double> reference_token_nll_;  // the same per scored token
 };
 
 }  // namespace kvstream
