@@ -1,6 +1,10 @@
 // GPT-2-style byte-level BPE as GGUF embeds it (SmolLM2, GPT-2, StarCoder, Llama-3): text is split by the
 // GPT-2 pattern (digits first split one by one where the pre-tokenizer says so), each piece's bytes are
-// mapped to printable characters, and merges apply by rank. Lossless for any byte string.
+// mapped to printable characters, and merges apply by rank. A control token's text in the input (a chat
+// template's <|im_start|>) becomes that token, as Hugging Face tokenizers and llama.cpp's parse_special
+// read it; Decode drops control tokens, so the round trip is lossless for any byte string without them.
+#include <algorithm>
+#include <string_view>
 #include <unordered_map>
 
 #include "model/bpe.h"
@@ -49,6 +53,14 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
       return Status::CorruptData(file + ": tokenizer.ggml.token_type has " + std::to_string(spec_.token_types.size()) +
                                  " entries, tokenizer.ggml.tokens " + std::to_string(spec_.tokens.size()));
     }
+    for (size_t id = 0; id < spec_.token_types.size(); ++id) {
+      if (spec_.token_types[id] == kControlToken && !spec_.tokens[id].empty()) {
+        control_pieces_.emplace_back(spec_.tokens[id], static_cast<int>(id));
+      }
+    }
+    // Longest first, so that a control token holding another one's text wins where both match.
+    std::stable_sort(control_pieces_.begin(), control_pieces_.end(),
+                     [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
     if (spec_.bos_id >= n || spec_.eos_id >= n) {
       return Status::CorruptData(file + ": bos/eos token ids " + std::to_string(spec_.bos_id) + "/" + std::to_string(spec_.eos_id) +
                                  " outside the vocabulary of " + std::to_string(n));
@@ -59,18 +71,22 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   std::vector<int> Encode(const std::string& text, bool add_bos) const override {
     std::vector<int> out;
     if (add_bos && spec_.bos_id >= 0) out.push_back(spec_.bos_id);
-    for (const std::string& word : SplitGpt2(text, spec_.split_digits)) {
-      std::vector<int> symbols;
-      symbols.reserve(word.size());
-      for (char c : word) symbols.push_back(byte_ids_[static_cast<uint8_t>(c)]);
-      const std::vector<int> merged = BpeMerge(std::move(symbols), [this](int a, int b, double* priority, int* id) {
-        auto it = merges_.find(PairKey(a, b));
-        if (it == merges_.end()) return false;
-        *priority = it->second.first;
-        *id = it->second.second;
-        return true;
-      });
-      out.insert(out.end(), merged.begin(), merged.end());
+    size_t begin = 0;
+    while (begin < text.size()) {
+      // The earliest control token's text from `begin` (the longest where several start there).
+      size_t at = std::string::npos;
+      const std::pair<std::string, int>* control = nullptr;
+      for (const auto& piece : control_pieces_) {
+        const size_t found = text.find(piece.first, begin);
+        if (found < at) {
+          at = found;
+          control = &piece;
+        }
+      }
+      EncodePlain(std::string_view(text).substr(begin, at == std::string::npos ? std::string::npos : at - begin), out);
+      if (control == nullptr) break;
+      out.push_back(control->second);
+      begin = at + control->first.size();
     }
     return out;
   }
@@ -99,7 +115,25 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   bool adds_bos() const override { return spec_.add_bos && spec_.bos_id >= 0; }
 
  private:
+  void EncodePlain(std::string_view text, std::vector<int>& out) const {
+    if (text.empty()) return;
+    for (const std::string& word : SplitGpt2(std::string(text), spec_.split_digits)) {
+      std::vector<int> symbols;
+      symbols.reserve(word.size());
+      for (char c : word) symbols.push_back(byte_ids_[static_cast<uint8_t>(c)]);
+      const std::vector<int> merged = BpeMerge(std::move(symbols), [this](int a, int b, double* priority, int* id) {
+        auto it = merges_.find(PairKey(a, b));
+        if (it == merges_.end()) return false;
+        *priority = it->second.first;
+        *id = it->second.second;
+        return true;
+      });
+      out.insert(out.end(), merged.begin(), merged.end());
+    }
+  }
+
   ByteLevelBpeSpec spec_;
+  std::vector<std::pair<std::string, int>> control_pieces_;  // control tokens' texts, longest first
   std::unordered_map<std::string, int> ids_;
   std::unordered_map<uint64_t, std::pair<int, int>> merges_;
   int byte_ids_[256] = {};

@@ -113,6 +113,28 @@ TEST(ByteLevelTokenizer, SmolLm2RoundTripsAndSplitsDigits) {
   EXPECT_FALSE((*tok)->adds_bos());
 }
 
+TEST(ByteLevelTokenizer, SmolLm2ReadsItsChatTemplatesControlTokens) {
+  const std::string path = testing::SmolLm2Path();
+  if (path.empty()) GTEST_SKIP() << "SmolLM2 is not cached (run scripts/fetch_model.py smollm2)";
+  auto tok = model::LoadGgufTokenizer(path);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  const Tokenizer& t = **tok;
+  const std::vector<int> start = t.Encode("<|im_start|>", false), end = t.Encode("<|im_end|>", false);
+  ASSERT_EQ(start.size(), 1u);
+  ASSERT_EQ(end.size(), 1u);
+  EXPECT_NE(start[0], end[0]);
+  // Between control tokens the text is coded as it would be alone; Decode drops the control tokens.
+  std::vector<int> expected = start;
+  for (int id : t.Encode("user\nHi there", false)) expected.push_back(id);
+  expected.push_back(end[0]);
+  for (int id : t.Encode("\n", false)) expected.push_back(id);
+  expected.push_back(start[0]);
+  EXPECT_EQ(t.Encode("<|im_start|>user\nHi there<|im_end|>\n<|im_start|>", false), expected);
+  EXPECT_EQ(t.Decode(expected), "user\nHi there\n");
+  // Text that only looks like one stays text.
+  EXPECT_GT(t.Encode("<|im_start>", false).size(), 1u);
+}
+
 TEST(Gpt2Split, FollowsThePattern) {
   using V = std::vector<std::string>;
   EXPECT_EQ(model::SplitGpt2("Hello world", false), (V{"Hello", " world"}));
