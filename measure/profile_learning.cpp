@@ -54,6 +54,7 @@ Status CheckOptions(const ProfileLearningOptions& o, bool have_samples) {
     return Status::InvalidArgument("fine_fraction = " + Number(o.fine.fraction) + ", expected 0..1");
   }
   KVSTREAM_RETURN_IF_ERROR(CheckRange("fine_level", o.fine.level, 1, kMaxLossyLevel));
+  if (!o.text_tokens.empty()) return Status::Ok();
   if (o.texts.empty()) return Status::InvalidArgument("text: no file given");
   for (const std::string& path : o.texts) {
     if (path.empty()) return Status::InvalidArgument("text: an empty file name");
@@ -69,7 +70,8 @@ struct SampleWindows {
 };
 
 Result<SampleWindows> CutSampleWindows(const Model& model, const ProfileLearningOptions& o) {
-  const int64_t n = static_cast<int64_t>(o.texts.size());
+  const bool tokenized = !o.text_tokens.empty();
+  const int64_t n = static_cast<int64_t>(tokenized ? o.text_tokens.size() : o.texts.size());
   const int64_t contexts = o.contexts;
   if (contexts > 0 && n > contexts) {
     return Status::InvalidArgument("text: " + std::to_string(n) + " files for " + std::to_string(contexts) +
@@ -78,10 +80,14 @@ Result<SampleWindows> CutSampleWindows(const Model& model, const ProfileLearning
   SampleWindows out;
   out.contexts.resize(static_cast<size_t>(contexts));
   for (int64_t f = 0; f < n; ++f) {
-    const std::string& path = o.texts[static_cast<size_t>(f)];
-    Result<std::string> text = ReadTextFile(path);
-    if (!text.ok()) return text.status().WithContext("text");
-    const std::vector<int> ids = model.tokenizer().Encode(*text, model.tokenizer().adds_bos());
+    const std::string path = tokenized ? "text_tokens[" + std::to_string(f) + "]" : o.texts[static_cast<size_t>(f)];
+    std::vector<int> read;
+    if (!tokenized) {
+      Result<std::string> text = ReadTextFile(path);
+      if (!text.ok()) return text.status().WithContext("text");
+      read = model.tokenizer().Encode(*text, model.tokenizer().adds_bos());
+    }
+    const std::vector<int>& ids = tokenized ? o.text_tokens[static_cast<size_t>(f)] : read;
     const int64_t own = (contexts - f + n - 1) / n;  // sample windows f, f + n, ...
     const int64_t needed = own * o.context_tokens + (f == 0 ? o.context_tokens + o.eval_tokens + 1 : 0);
     if (static_cast<int64_t>(ids.size()) < needed) {

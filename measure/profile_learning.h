@@ -26,6 +26,9 @@ struct ProfileLearningOptions {
   // Sample texts: window i comes from text i mod n, each text's windows in order from its start; the
   // held-out window (a context and the eval_tokens after it) follows the first text's sample windows.
   std::vector<std::string> texts = {kDefaultText};
+  // Instead of `texts` when not empty: texts already tokenized by the model's tokenizer (named text_tokens[i]
+  // in errors), cut the same way; a benchmark passes the parts of its texts it does not score.
+  std::vector<std::vector<int>> text_tokens;
   int contexts = 4;  // text windows to learn from; with `samples` given, 0 (the samples are the windows)
   int context_tokens = 512;
   int eval_tokens = 128;   // tokens after the held-out context scored when `measure`
