@@ -121,20 +121,16 @@ Status RunCodecBench(const CodecBenchOptions& o, const CodecFactory& extra_codec
   const ModelConfig& config = model->config();
   KVSTREAM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(o.text));
   const std::vector<int> tokens = model->tokenizer().Encode(text, true);
-  // Window w prefills tokens [w (T + M), w (T + M) + T) and scores the M after them (+ the last target).
-  const size_t window_tokens = static_cast<size_t>(o.context_tokens) + static_cast<size_t>(o.eval_tokens);
-  const size_t need = static_cast<size_t>(o.windows) * window_tokens + 1;
+  // Windows follow each other through the text (QualityWindow).
+  QualityOptions qo;
+  qo.context_tokens = o.context_tokens;
+  qo.eval_tokens = o.eval_tokens;
+  const size_t need = QualityWindowsTokens(qo, o.windows);
   if (tokens.size() < need) {
     return Status::InvalidArgument("bench codec: " + o.text + " has " + std::to_string(tokens.size()) + " tokens, need " +
                                    std::to_string(o.windows) + " x (context + eval) + 1 = " + std::to_string(need));
   }
-  QualityOptions qo;
-  qo.context_tokens = o.context_tokens;
-  qo.eval_tokens = o.eval_tokens;
-  auto window_meter = [&](int w) {
-    const auto first = tokens.begin() + static_cast<long>(static_cast<size_t>(w) * window_tokens);
-    return QualityMeter::Create(*model, std::vector<int>(first, first + static_cast<long>(window_tokens + 1)), qo);
-  };
+  auto window_meter = [&](int w) { return QualityMeter::Create(*model, QualityWindow(tokens, qo, w), qo); };
   KVSTREAM_ASSIGN_OR_RETURN(QualityMeter meter, window_meter(0));
   const std::vector<KvChunk16> chunks = SplitIntoChunks(meter.context_cache(), o.context_tokens, o.chunk_tokens);
   double fp16_bytes = 0;

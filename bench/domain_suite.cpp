@@ -39,7 +39,7 @@ Result<DomainText> ReadDomain(const Model& model, const Domain& domain, const Do
     text += *part;
   }
   std::vector<int> ids = model.tokenizer().Encode(text, model.tokenizer().adds_bos());
-  const int64_t scored = int64_t{o.windows} * (o.context_tokens + o.eval_tokens) + 1;
+  const int64_t scored = static_cast<int64_t>(QualityWindowsTokens(QualityOptions{o.context_tokens, o.eval_tokens}, o.windows));
   if (static_cast<int64_t>(ids.size()) < scored + learn_tokens) {
     return Status::InvalidArgument("domain " + domain.name + " has " + std::to_string(ids.size()) + " tokens; its " +
                                    std::to_string(o.windows) + " scored windows of " + std::to_string(o.context_tokens) + " + " +
@@ -176,7 +176,6 @@ Status RunDomainSuite(const DomainSuiteOptions& o, const std::function<void(cons
   KVSTREAM_ASSIGN_OR_RETURN(std::shared_ptr<const Profile> mix, LearnFrom(*model, texts, all, o));
 
   QualityOptions qo{o.context_tokens, o.eval_tokens};
-  const size_t window_tokens = static_cast<size_t>(o.context_tokens) + static_cast<size_t>(o.eval_tokens);
   for (size_t d = 0; d < domains.size(); ++d) {
     const std::string& name = domains[d].name;
     on_progress(name + ": learning the profile of the other domains");
@@ -188,8 +187,7 @@ Status RunDomainSuite(const DomainSuiteOptions& o, const std::function<void(cons
     on_progress(name + ": prefilling " + std::to_string(o.windows) + " windows");
     std::vector<QualityMeter> meters;
     for (int w = 0; w < o.windows; ++w) {
-      const auto first = texts[d].scored.begin() + static_cast<long>(static_cast<size_t>(w) * window_tokens);
-      KVSTREAM_ASSIGN_OR_RETURN(QualityMeter m, QualityMeter::Create(*model, std::vector<int>(first, first + static_cast<long>(window_tokens + 1)), qo));
+      KVSTREAM_ASSIGN_OR_RETURN(QualityMeter m, QualityMeter::Create(*model, QualityWindow(texts[d].scored, qo, w), qo));
       meters.push_back(std::move(m));
     }
     struct Method {

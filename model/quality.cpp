@@ -127,6 +127,16 @@ Result<QualityReport> QualityMeter::Measure(const std::string& method, const KvC
   return r;
 }
 
+size_t QualityWindowsTokens(const QualityOptions& options, int64_t windows) {
+  return static_cast<size_t>(windows) * (static_cast<size_t>(options.context_tokens) + static_cast<size_t>(options.eval_tokens)) + 1;
+}
+
+std::vector<int> QualityWindow(const std::vector<int>& tokens, const QualityOptions& options, int64_t window) {
+  const size_t first = std::min(tokens.size(), QualityWindowsTokens(options, window) - 1);
+  const size_t end = std::min(tokens.size(), QualityWindowsTokens(options, window + 1));
+  return std::vector<int>(tokens.begin() + static_cast<long>(first), tokens.begin() + static_cast<long>(end));
+}
+
 QualityReport MeanOfWindows(const std::vector<QualityReport>& windows) {
   QualityReport mean = windows.front();
   const double n = static_cast<double>(windows.size());

@@ -71,16 +71,20 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   std::vector<int> Encode(const std::string& text, bool add_bos) const override {
     std::vector<int> out;
     if (add_bos && spec_.bos_id >= 0) out.push_back(spec_.bos_id);
+    // Each control token's next occurrence, found again only once `begin` has passed it, so the text is
+    // searched once per control token rather than once per control token found.
+    std::vector<size_t> next;
+    for (const auto& piece : control_pieces_) next.push_back(text.find(piece.first));
     size_t begin = 0;
     while (begin < text.size()) {
       // The earliest control token's text from `begin` (the longest where several start there).
       size_t at = std::string::npos;
       const std::pair<std::string, int>* control = nullptr;
-      for (const auto& piece : control_pieces_) {
-        const size_t found = text.find(piece.first, begin);
-        if (found < at) {
-          at = found;
-          control = &piece;
+      for (size_t i = 0; i < control_pieces_.size(); ++i) {
+        if (next[i] != std::string::npos && next[i] < begin) next[i] = text.find(control_pieces_[i].first, begin);
+        if (next[i] < at) {
+          at = next[i];
+          control = &control_pieces_[i];
         }
       }
       EncodePlain(std::string_view(text).substr(begin, at == std::string::npos ? std::string::npos : at - begin), out);

@@ -43,15 +43,13 @@ Status RunDemo(const Args& args) {
     return Status::InvalidArgument("--tokens must be in 16..65536 and --eval-tokens in 1..65536");
   }
   KVSTREAM_ASSIGN_OR_RETURN(std::vector<int> text, TokenizeFile(*model, args.GetString("text", kDefaultText)));
-  const size_t window_tokens = static_cast<size_t>(tokens + eval_tokens);
-  if (text.size() < static_cast<size_t>(windows) * window_tokens + 1) {
-    return Status::InvalidArgument("the text has " + std::to_string(text.size()) + " tokens, the demo's " +
-                                   std::to_string(windows) + " windows need " +
-                                   std::to_string(static_cast<size_t>(windows) * window_tokens + 1));
-  }
   QualityOptions qo;
   qo.context_tokens = static_cast<int>(tokens);
   qo.eval_tokens = static_cast<int>(eval_tokens);
+  if (text.size() < QualityWindowsTokens(qo, windows)) {
+    return Status::InvalidArgument("the text has " + std::to_string(text.size()) + " tokens, the demo's " +
+                                   std::to_string(windows) + " windows need " + std::to_string(QualityWindowsTokens(qo, windows)));
+  }
 
   // Prefill node: serves each window's context, the meter's own context cache.
   SenderOptions so;
@@ -65,13 +63,13 @@ Status RunDemo(const Args& args) {
                 static_cast<long long>(w + 1), static_cast<long long>(windows), static_cast<long long>(tokens),
                 args.GetString("text", kDefaultText).c_str(), model->config().name.c_str(), static_cast<long long>(eval_tokens));
     std::fflush(stdout);
-    const auto first = text.begin() + static_cast<long>(static_cast<size_t>(w) * window_tokens);
-    KVSTREAM_ASSIGN_OR_RETURN(QualityMeter meter,
-                              QualityMeter::Create(*model, std::vector<int>(first, first + static_cast<long>(window_tokens + 1)), qo));
+    std::vector<int> window = QualityWindow(text, qo, w);
+    std::vector<int> context(window.begin(), window.begin() + tokens);
+    KVSTREAM_ASSIGN_OR_RETURN(QualityMeter meter, QualityMeter::Create(*model, std::move(window), qo));
     ContextSpec spec;
     spec.keys = meter.context_cache().keys();
     spec.values = meter.context_cache().values();
-    spec.token_ids.assign(first, first + tokens);
+    spec.token_ids = std::move(context);
     spec.importance = meter.context_cache().Importance();
     KVSTREAM_RETURN_IF_ERROR(sender->Register("demo-" + std::to_string(w), std::move(spec)));
     meters.push_back(std::move(meter));

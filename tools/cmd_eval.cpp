@@ -64,11 +64,10 @@ Status RunEval(const Args& args) {
   QualityOptions options;
   options.context_tokens = static_cast<int>(context);
   options.eval_tokens = static_cast<int>(eval);
-  const size_t window_tokens = static_cast<size_t>(context + eval);
-  if (tokens.size() < static_cast<size_t>(windows) * window_tokens + 1) {
+  if (tokens.size() < QualityWindowsTokens(options, windows)) {
     return Status::InvalidArgument("--text " + text + " has " + std::to_string(tokens.size()) + " tokens; " +
-                                   std::to_string(windows) + " windows of " + std::to_string(window_tokens) +
-                                   " need " + std::to_string(windows * window_tokens + 1));
+                                   std::to_string(windows) + " windows of " + std::to_string(context + eval) + " need " +
+                                   std::to_string(QualityWindowsTokens(options, windows)));
   }
   const bool json = args.Has("json");
   if (!json) {
@@ -77,12 +76,10 @@ Status RunEval(const Args& args) {
     std::printf("%-16s %6s %8s %12s %17s %12s %15s\n", "method", "window", "bits", "ppl", "ppl_delta_% ± se", "kl_mean",
                 "top1 ± se");
   }
-  // Windows follow each other through the text: window w prefills tokens [w (T + M), w (T + M) + T).
+  // Windows follow each other through the text (QualityWindow).
   std::vector<std::vector<QualityReport>> reports(methods.size());
   for (int64_t w = 0; w < windows; ++w) {
-    const auto first = tokens.begin() + static_cast<long>(static_cast<size_t>(w) * window_tokens);
-    std::vector<int> slice(first, first + static_cast<long>(window_tokens + 1));
-    KVSTREAM_ASSIGN_OR_RETURN(QualityMeter meter, QualityMeter::Create(*model, std::move(slice), options));
+    KVSTREAM_ASSIGN_OR_RETURN(QualityMeter meter, QualityMeter::Create(*model, QualityWindow(tokens, options, w), options));
     for (size_t i = 0; i < methods.size(); ++i) {
       KVSTREAM_ASSIGN_OR_RETURN(QualityReport r, MeasureCodec(meter, *methods[i]->make(codec), kMethodChunkTokens));
       PrintRow(json, methods[i]->name, std::to_string(w), r, options);

@@ -47,6 +47,13 @@ inline bool IsNegligible(const QualityReport& r) {
   return r.ppl_delta_pct <= kNegligiblePplDeltaPct && r.top1_agreement >= kNegligibleTop1;
 }
 
+// Windows scored one after the other through a text (kvstream eval --windows): window w prefills tokens
+// [w (T + M), w (T + M) + T) and scores the M after them. QualityWindowsTokens is what `windows` of them
+// need (+ 1 for the last target); QualityWindow is window w's T + M + 1 tokens for QualityMeter::Create
+// (fewer where `tokens` ends first, which Create refuses).
+size_t QualityWindowsTokens(const QualityOptions& options, int64_t windows);
+std::vector<int> QualityWindow(const std::vector<int>& tokens, const QualityOptions& options, int64_t window);
+
 // The mean of one method's reports over windows that each scored the same number of tokens: every figure
 // the windows' mean, the standard errors those of that mean (windows independent: sqrt(sum se^2) / n).
 // `windows` must not be empty.
